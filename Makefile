@@ -1,0 +1,42 @@
+# Quick start: `make demo` and `make test`. Both install missing Debian packages first
+# (scripts/install-deps), then configure and build with CMake presets (build/<preset>/).
+
+PRESET ?= release
+JOBS ?= $(shell nproc)
+BUILD_DIR := build/$(PRESET)
+
+.PHONY: all deps configure build test test-asan demo format tidy clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD_DIR)/build.ninja: | deps
+	cmake --preset $(PRESET)
+
+configure: deps
+	cmake --preset $(PRESET)
+
+build: deps $(BUILD_DIR)/build.ninja
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+# The whole suite through ctest: labels unit, emulated, integration, e2e.
+test: build
+	ctest --preset $(PRESET) -j $(JOBS)
+
+# The sanitizer build, for the unit and emulated tests.
+test-asan:
+	$(MAKE) test PRESET=asan
+
+demo: build
+	@scripts/demo $(BUILD_DIR)
+
+format:
+	@git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+tidy: $(BUILD_DIR)/build.ninja
+	@git ls-files '*.cc' | grep -v '^tests/' | xargs clang-tidy -p $(BUILD_DIR) --quiet
+
+clean:
+	rm -rf build
