@@ -1,0 +1,60 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/usb/device_source.h"
+#include "common/chips/chip_table.h"
+
+namespace rxfleet::agent {
+
+/// What a USB device is, as far as rxfleet is concerned.
+enum class DeviceClass {
+  kSupported,       ///< An upstream rtw89 USB ID (common::LookupChip finds it).
+  kStorageMode,     ///< Realtek virtual CD-ROM 0bda:1a2b, waiting for a mode switch.
+  kUnknownRealtek,  ///< Realtek vendor ID 0bda, not in the chip table.
+  kOtherVendor,     ///< Anything else: not touched.
+};
+
+/// "supported", "storage_mode", "unknown_realtek", "other_vendor".
+std::string_view DeviceClassName(DeviceClass device_class);
+
+/// One finding about a device: a stable machine code (metrics label, status reason) and a
+/// human message.
+struct Diagnosis {
+  std::string code;
+  std::string message;
+
+  friend bool operator==(const Diagnosis&, const Diagnosis&) = default;
+};
+
+/// Diagnosis codes.
+inline constexpr std::string_view kDiagnosisStorageMode = "storage_mode";
+inline constexpr std::string_view kDiagnosisUsb3CapableAtUsb2 = "usb3_capable_at_usb2";
+inline constexpr std::string_view kDiagnosisUnsupportedRealtek = "unsupported_realtek";
+inline constexpr std::string_view kDiagnosisOtherVendor = "other_vendor";
+
+/// Realtek's USB vendor ID.
+inline constexpr uint16_t kRealtekVid = 0x0bda;
+
+struct DeviceAssessment {
+  DeviceClass device_class = DeviceClass::kOtherVendor;
+  /// The chip table entry for kSupported, nullptr otherwise (static storage).
+  const common::ChipId* chip = nullptr;
+  /// Zero or more findings, most important first.
+  std::vector<Diagnosis> diagnoses;
+};
+
+/// Classifies a device and lists what is wrong with it. Pure: uses only `device` and the chip
+/// table. Rules:
+///  - 0bda:1a2b (common::IsRealtekStorageMode) -> kStorageMode, diagnosis "storage_mode".
+///  - an upstream rtw89 ID -> kSupported; if bcd_usb >= 0x0300 (a USB 3 device) but the link is
+///    high-speed or slower -> "usb3_capable_at_usb2": rtw89 adapters measured at high-speed top
+///    out near 300 Mbit/s (328 Mbit/s TCP download, RTL8922AU, x86, 6 GHz 160 MHz) against about
+///    1 Gbit/s at SuperSpeed. An unknown speed yields no finding.
+///  - other 0bda IDs -> kUnknownRealtek, "unsupported_realtek".
+///  - other vendors -> kOtherVendor, "other_vendor" (left alone).
+DeviceAssessment AssessDevice(const UsbDeviceInfo& device);
+
+}  // namespace rxfleet::agent
