@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "agent/usb/register_io.h"
 
+struct libusb_context;
 struct libusb_device_handle;
 
 namespace rxfleet::agent {
@@ -31,8 +32,10 @@ class ControlTransport {
 /// on endpoint 0 need neither, so the rtw89 driver keeps running undisturbed.
 class LibusbControlTransport : public ControlTransport {
  public:
-  /// Takes ownership of `handle` (must not be null).
-  explicit LibusbControlTransport(libusb_device_handle* handle);
+  /// Takes ownership of `handle` (must not be null). `context`, if given, is the libusb context
+  /// the handle belongs to; holding it keeps the context alive until the handle is closed.
+  explicit LibusbControlTransport(libusb_device_handle* handle,
+                                  std::shared_ptr<libusb_context> context = nullptr);
   ~LibusbControlTransport() override;
   LibusbControlTransport(const LibusbControlTransport&) = delete;
   LibusbControlTransport& operator=(const LibusbControlTransport&) = delete;
@@ -42,6 +45,7 @@ class LibusbControlTransport : public ControlTransport {
 
  private:
   libusb_device_handle* handle_;
+  std::shared_ptr<libusb_context> context_;
 };
 
 /// Vendor-request constants of the rtw89 USB register protocol (rtw89 usb.h: RTW89_USB_VENQT,

@@ -1,0 +1,17 @@
+#include "agent/usb/device_source.h"
+
+namespace rxfleet::agent {
+
+std::string_view HotplugEventName(HotplugEvent event) {
+  switch (event) {
+    case HotplugEvent::kArrived:
+      return "arrived";
+    case HotplugEvent::kLeft:
+      return "left";
+  }
+  return "unknown";
+}
+
+DeviceSource::~DeviceSource() = default;
+
+}  // namespace rxfleet::agent
