@@ -458,8 +458,30 @@ class DocumentReader {
     return ReadSettings(*settings_node, &policy->settings);
   }
 
+  // Checks apiVersion and kind before anything else, so a document of another kind is
+  // reported as such rather than by its first unfamiliar field.
+  absl::Status CheckIdentity(const YAML::Node& doc) {
+    if (!doc.IsMap()) return absl::OkStatus();  // ReadMap reports the shape.
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      if (!it->first.IsScalar()) continue;
+      const std::string& key = it->first.Scalar();
+      if (key != "apiVersion" && key != "kind") continue;
+      absl::StatusOr<std::string> value = ReadString(it->second, key);
+      if (!value.ok()) return value.status();
+      const absl::string_view expected =
+          key == "apiVersion" ? ToAbslView(kPolicyApiVersion) : ToAbslView(kPolicyKind);
+      if (*value != expected) {
+        return Error(
+            it->second, key,
+            absl::StrCat("unsupported ", key, " '", *value, "' (expected '", expected, "')"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<Policy> ReadDocument(const YAML::Node& doc, YAML::Node* name_node) {
     Policy policy;
+    if (absl::Status s = CheckIdentity(doc); !s.ok()) return s;
     std::map<std::string, std::pair<YAML::Node, YAML::Node>> f;
     if (absl::Status s = ReadMap(doc, "document", {"apiVersion", "kind", "metadata", "spec"}, &f);
         !s.ok()) {
@@ -469,20 +491,6 @@ class DocumentReader {
       if (!f.contains(std::string(required))) {
         return Error(doc, "document", absl::StrCat("missing required field '", required, "'"));
       }
-    }
-    absl::StatusOr<std::string> api_version = ReadString(f["apiVersion"].second, "apiVersion");
-    if (!api_version.ok()) return api_version.status();
-    if (*api_version != kPolicyApiVersion) {
-      return Error(f["apiVersion"].second, "apiVersion",
-                   absl::StrCat("unsupported apiVersion '", *api_version, "' (expected '",
-                                ToAbslView(kPolicyApiVersion), "')"));
-    }
-    absl::StatusOr<std::string> kind = ReadString(f["kind"].second, "kind");
-    if (!kind.ok()) return kind.status();
-    if (*kind != kPolicyKind) {
-      return Error(f["kind"].second, "kind",
-                   absl::StrCat("unsupported kind '", *kind, "' (expected '",
-                                ToAbslView(kPolicyKind), "')"));
     }
     if (absl::Status s = ReadMetadata(f["metadata"].second, &policy, name_node); !s.ok()) {
       return s;
