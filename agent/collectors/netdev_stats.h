@@ -127,9 +127,11 @@ struct NetdevCollectorOptions {
 ///
 /// A netdev that disappears (statistics dir NotFound): its counters keep their last values,
 /// netdev_present drops to 0, one log line is written, and Collect() still returns OK (an
-/// unplugged adapter is not a collector failure). When a netdev appears again its counters are
-/// added as if they restarted from 0. Other read errors make Collect() return the first error
-/// (after updating every other adapter).
+/// unplugged adapter is not a collector failure). When it comes back, <netdev>/ifindex decides:
+/// a different ifindex is a new netdev whose counters are added in full (they started at 0);
+/// the same ifindex (or none readable) continues from the last reading, a decrease counting as
+/// a reset. Other read errors make Collect() return the first error (after updating every other
+/// adapter).
 ///
 /// Thread-safe: SetAdapters/UpsertAdapter/RemoveAdapter may be called from any thread while the
 /// sampler runs Collect().
@@ -174,6 +176,7 @@ class NetdevCollector final : public Collector {
     NetdevTotals totals;
     std::optional<TrafficRates> rates;
     bool reported_missing = false;
+    std::optional<uint64_t> ifindex;  // of the netdev last read, if <netdev>/ifindex exists
     prometheus::Gauge* present = nullptr;
     std::optional<Series> series;  // created on the first successful read
   };
