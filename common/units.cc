@@ -73,17 +73,15 @@ absl::StatusOr<uint32_t> ParseHoldUs(std::string_view text) {
         absl::StrCat("hold '", ToAbslView(text),
                      "' is not a duration (expected e.g. 32us, 1024us, 1024 or 0.992ms)"));
   }
-  if (us % kHoldUnitUs != 0) {
-    const uint64_t lower = us / kHoldUnitUs * kHoldUnitUs;
-    const uint64_t upper = lower + kHoldUnitUs;
-    std::string nearest = upper <= kMaxHoldUs ? absl::StrFormat("%dus or %dus", lower, upper)
-                                              : absl::StrFormat("%dus", lower);
-    return absl::InvalidArgumentError(
-        absl::StrFormat("hold %dus must be a multiple of 32 µs (nearest: %s)", us, nearest));
-  }
   if (us > kMaxHoldUs) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "hold %dus is out of range 0..8160us (the register field holds 255 units of 32 µs)", us));
+  }
+  if (us % kHoldUnitUs != 0) {
+    const uint64_t lower = us / kHoldUnitUs * kHoldUnitUs;
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hold %dus must be a multiple of 32 µs (nearest: %dus or %dus)", us, lower,
+                        lower + kHoldUnitUs));
   }
   return static_cast<uint32_t>(us);
 }

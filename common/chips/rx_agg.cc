@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/units.h"
 
 namespace rxfleet::common {
 namespace {
@@ -65,7 +66,7 @@ RxAggFields DecodeRxAgg(RxAggLayout layout, uint32_t word) {
   return RxAggFields{
       .enable = (word & kRxAggEnableBit) != 0,
       .count_threshold = (word & kRxAggCountMask) >> kRxAggCountShift,
-      .hold_us = ((word & kRxAggHoldMask) >> kRxAggHoldShift) * 32,
+      .hold_us = ((word & kRxAggHoldMask) >> kRxAggHoldShift) * kHoldUnitUs,
       .buffer_kib = (word & kRxAggBufferMask) * BufferUnitKiB(layout),
       .other_bits = word & kRxAggOtherBitsMask,
   };
@@ -74,15 +75,15 @@ RxAggFields DecodeRxAgg(RxAggLayout layout, uint32_t word) {
 absl::Status ValidateRxAggSettings(const RxAggSettings& settings) {
   if (settings.hold_us) {
     const uint32_t hold = *settings.hold_us;
-    if (hold % 32 != 0) {
-      const uint32_t lower = hold / 32 * 32;
-      return absl::InvalidArgumentError(
-          absl::StrFormat("hold %dus must be a multiple of 32 µs (nearest: %dus or %dus)", hold,
-                          lower, lower + 32));
-    }
-    if (hold > 255 * 32) {
+    if (hold > kMaxHoldUs) {
       return absl::InvalidArgumentError(
           absl::StrFormat("hold %dus is out of range 0..8160us", hold));
+    }
+    if (hold % kHoldUnitUs != 0) {
+      const uint32_t lower = hold / kHoldUnitUs * kHoldUnitUs;
+      return absl::InvalidArgumentError(
+          absl::StrFormat("hold %dus must be a multiple of 32 µs (nearest: %dus or %dus)", hold,
+                          lower, lower + kHoldUnitUs));
     }
   }
   if (settings.count_threshold && *settings.count_threshold > kMaxRxAggCountThreshold) {
@@ -132,7 +133,7 @@ absl::StatusOr<uint32_t> ApplyRxAggSettings(RxAggLayout layout, uint32_t current
     word = (word & ~kRxAggCountMask) | (*settings.count_threshold << kRxAggCountShift);
   }
   if (settings.hold_us) {
-    word = (word & ~kRxAggHoldMask) | ((*settings.hold_us / 32) << kRxAggHoldShift);
+    word = (word & ~kRxAggHoldMask) | ((*settings.hold_us / kHoldUnitUs) << kRxAggHoldShift);
   }
   if (settings.buffer_kib) {
     word = (word & ~kRxAggBufferMask) | (*settings.buffer_kib / BufferUnitKiB(layout));

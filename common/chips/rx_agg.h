@@ -120,8 +120,10 @@ absl::StatusOr<uint32_t> ApplyRxAggSettings(RxAggLayout layout, uint32_t current
 absl::StatusOr<uint32_t> EncodeRxAgg(RxAggLayout layout, const RxAggFields& fields);
 
 /// True for words a register read returns while the chip is clock-gated or asleep instead of
-/// a register value: 0xDEADBEEF (rtw89 usb.c:83-107 retries CMAC-range reads on it after
-/// setting R_AX_CK_EN) and 0xEAEAEAEA. Such a read must not be decoded or written back.
+/// a register value: RTW89_R32_DEAD 0xDEADBEEF and RTW89_R32_EA 0xEAEAEAEA (rtw89 mac.h, next to
+/// MAC_REG_POOL_COUNT; rtw89_mac_check_mac_en treats both as "MAC not enabled", and usb.c:83-107
+/// retries CMAC-range reads returning 0xDEADBEEF after setting R_AX_CK_EN). Such a read must not
+/// be decoded or written back.
 bool IsAsleepPattern(uint32_t word);
 
 }  // namespace rxfleet::common

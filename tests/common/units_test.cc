@@ -31,7 +31,7 @@ TEST(ParseHoldUsTest, NonMultipleNamesNearestValues) {
             "hold 33us must be a multiple of 32 µs (nearest: 32us or 64us)");
   // 1 ms is 1000 µs, not a multiple of 32 µs.
   EXPECT_THAT(ErrorOf(ParseHoldUs("1ms")), HasSubstr("nearest: 992us or 1024us"));
-  EXPECT_THAT(ErrorOf(ParseHoldUs("8170")), HasSubstr("nearest: 8160us"));
+  EXPECT_THAT(ErrorOf(ParseHoldUs("8170")), HasSubstr("hold 8170us is out of range 0..8160us"));
 }
 
 TEST(ParseHoldUsTest, RejectsOutOfRangeAndGarbage) {
