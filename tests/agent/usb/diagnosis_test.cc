@@ -1,0 +1,110 @@
+#include "agent/usb/diagnosis.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rxfleet::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+UsbDeviceInfo Device(uint16_t vid, uint16_t pid, uint16_t bcd_usb, common::UsbSpeed speed) {
+  UsbDeviceInfo info;
+  info.bus = 2;
+  info.port_numbers = {2};
+  info.port_path = "2-2";
+  info.devnum = 10;
+  info.vid = vid;
+  info.pid = pid;
+  info.bcd_usb = bcd_usb;
+  info.speed = speed;
+  return info;
+}
+
+TEST(DiagnosisTest, SupportedAtSuperSpeedHasNoFindings) {
+  // BrosTrend BE6500, RTL8922AU, field log: "usb 2-2: new SuperSpeed USB device".
+  const DeviceAssessment a = AssessDevice(Device(0x0bda, 0x8912, 0x0320, common::UsbSpeed::kSuper));
+  EXPECT_EQ(a.device_class, DeviceClass::kSupported);
+  ASSERT_NE(a.chip, nullptr);
+  EXPECT_EQ(a.chip->chip, "rtl8922au");
+  EXPECT_EQ(a.chip->layout, common::RxAggLayout::kV3);
+  EXPECT_THAT(a.diagnoses, IsEmpty());
+}
+
+TEST(DiagnosisTest, Usb3AdapterAtHighSpeedIsFlagged) {
+  // The same adapter on its first plug: "usb 3-3: new high-speed USB device".
+  const DeviceAssessment a = AssessDevice(Device(0x0bda, 0x8912, 0x0320, common::UsbSpeed::kHigh));
+  EXPECT_EQ(a.device_class, DeviceClass::kSupported);
+  ASSERT_EQ(a.diagnoses.size(), 1u);
+  EXPECT_EQ(a.diagnoses[0].code, "usb3_capable_at_usb2");
+  EXPECT_THAT(a.diagnoses[0].message, HasSubstr("running at USB 2"));
+  EXPECT_THAT(a.diagnoses[0].message, HasSubstr("300 Mbit/s"));
+  EXPECT_THAT(a.diagnoses[0].message, HasSubstr("3.20"));
+  EXPECT_THAT(a.diagnoses[0].message, HasSubstr("high-speed"));
+}
+
+TEST(DiagnosisTest, Usb3RuleNeedsAUsb3DeviceAndAKnownSlowLink) {
+  // A USB 2 adapter at high-speed is running as designed.
+  EXPECT_THAT(AssessDevice(Device(0x0bda, 0xb851, 0x0210, common::UsbSpeed::kHigh)).diagnoses,
+              IsEmpty());
+  // Full-speed is slower still.
+  EXPECT_THAT(AssessDevice(Device(0x0bda, 0x8912, 0x0300, common::UsbSpeed::kFull)).diagnoses,
+              ElementsAre(Field(&Diagnosis::code, "usb3_capable_at_usb2")));
+  // Unknown speed: no claim.
+  EXPECT_THAT(AssessDevice(Device(0x0bda, 0x8912, 0x0320, common::UsbSpeed::kUnknown)).diagnoses,
+              IsEmpty());
+  EXPECT_THAT(AssessDevice(Device(0x0bda, 0x8912, 0x0320, common::UsbSpeed::kSuperPlus)).diagnoses,
+              IsEmpty());
+}
+
+TEST(DiagnosisTest, OtherVendorIdsOfRtw89ChipsAreSupported) {
+  // D-Link DWA-X1850 A1 (2001:3321, RTL8852AU), field log.
+  const DeviceAssessment a = AssessDevice(Device(0x2001, 0x3321, 0x0210, common::UsbSpeed::kHigh));
+  EXPECT_EQ(a.device_class, DeviceClass::kSupported);
+  ASSERT_NE(a.chip, nullptr);
+  EXPECT_EQ(a.chip->chip, "rtl8852au");
+}
+
+TEST(DiagnosisTest, StorageModeNeedsAModeSwitch) {
+  const DeviceAssessment a = AssessDevice(Device(0x0bda, 0x1a2b, 0x0200, common::UsbSpeed::kHigh));
+  EXPECT_EQ(a.device_class, DeviceClass::kStorageMode);
+  EXPECT_EQ(a.chip, nullptr);
+  ASSERT_EQ(a.diagnoses.size(), 1u);
+  EXPECT_EQ(a.diagnoses[0].code, "storage_mode");
+  EXPECT_THAT(a.diagnoses[0].message,
+              HasSubstr("Realtek adapter in USB storage (virtual CD-ROM) mode; it needs a mode "
+                        "switch (usb_modeswitch) before the Wi-Fi driver can bind"));
+}
+
+TEST(DiagnosisTest, UnknownRealtekIsLeftAlone) {
+  // RTL8153 Ethernet (0bda:8153) is a Realtek USB device but no rtw89 adapter.
+  const DeviceAssessment a = AssessDevice(Device(0x0bda, 0x8153, 0x0300, common::UsbSpeed::kSuper));
+  EXPECT_EQ(a.device_class, DeviceClass::kUnknownRealtek);
+  EXPECT_THAT(a.diagnoses, ElementsAre(Field(&Diagnosis::code, "unsupported_realtek")));
+  EXPECT_THAT(a.diagnoses[0].message, HasSubstr("0bda:8153"));
+}
+
+TEST(DiagnosisTest, OtherVendorIsLeftAlone) {
+  // Alfa AWUS036AXML (MediaTek MT7921AU), field sysfs sample.
+  const DeviceAssessment a = AssessDevice(Device(0x0e8d, 0x7961, 0x0320, common::UsbSpeed::kSuper));
+  EXPECT_EQ(a.device_class, DeviceClass::kOtherVendor);
+  EXPECT_EQ(a.chip, nullptr);
+  ASSERT_EQ(a.diagnoses.size(), 1u);
+  EXPECT_EQ(a.diagnoses[0].code, "other_vendor");
+  EXPECT_THAT(a.diagnoses[0].message, HasSubstr("not an rtw89 adapter; left alone"));
+}
+
+TEST(DiagnosisTest, ClassNames) {
+  EXPECT_EQ(DeviceClassName(DeviceClass::kSupported), "supported");
+  EXPECT_EQ(DeviceClassName(DeviceClass::kStorageMode), "storage_mode");
+  EXPECT_EQ(DeviceClassName(DeviceClass::kUnknownRealtek), "unknown_realtek");
+  EXPECT_EQ(DeviceClassName(DeviceClass::kOtherVendor), "other_vendor");
+  EXPECT_EQ(HotplugEventName(HotplugEvent::kArrived), "arrived");
+  EXPECT_EQ(HotplugEventName(HotplugEvent::kLeft), "left");
+}
+
+}  // namespace
+}  // namespace rxfleet::agent
