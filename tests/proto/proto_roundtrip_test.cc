@@ -10,6 +10,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
+#include <libusb.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -504,15 +505,14 @@ TEST(ProtoConventions, EnumZeroValuesAreUnspecified) {
 }
 
 TEST(ProtoConventions, UsbSpeedMatchesLibusbNumbering) {
-  // libusb.h: LIBUSB_SPEED_UNKNOWN 0, LOW 1, FULL 2, HIGH 3, SUPER 4, SUPER_PLUS 5,
-  // SUPER_PLUS_X2 6.
-  EXPECT_EQ(USB_SPEED_UNSPECIFIED, 0);
-  EXPECT_EQ(USB_SPEED_LOW, 1);
-  EXPECT_EQ(USB_SPEED_FULL, 2);
-  EXPECT_EQ(USB_SPEED_HIGH, 3);
-  EXPECT_EQ(USB_SPEED_SUPER, 4);
-  EXPECT_EQ(USB_SPEED_SUPER_PLUS, 5);
-  EXPECT_EQ(USB_SPEED_SUPER_PLUS_X2, 6);
+  // The agent converts libusb_get_device_speed() results with a cast.
+  static_assert(int{USB_SPEED_UNSPECIFIED} == int{LIBUSB_SPEED_UNKNOWN});
+  static_assert(int{USB_SPEED_LOW} == int{LIBUSB_SPEED_LOW});
+  static_assert(int{USB_SPEED_FULL} == int{LIBUSB_SPEED_FULL});
+  static_assert(int{USB_SPEED_HIGH} == int{LIBUSB_SPEED_HIGH});
+  static_assert(int{USB_SPEED_SUPER} == int{LIBUSB_SPEED_SUPER});
+  static_assert(int{USB_SPEED_SUPER_PLUS} == int{LIBUSB_SPEED_SUPER_PLUS});
+  EXPECT_EQ(UsbSpeed_descriptor()->value_count(), 6);
 }
 
 }  // namespace
