@@ -113,7 +113,7 @@ pb::FileDescriptorSet LoadDescriptorSet() {
   return set;
 }
 
-TEST(ProtoDocs, EveryElementIsDocumented) {
+TEST(ProtoComments, EveryElementIsDocumented) {
   const pb::FileDescriptorSet set = LoadDescriptorSet();
   int files = 0;
   for (const auto& file : set.file()) {
@@ -128,7 +128,7 @@ TEST(ProtoDocs, EveryElementIsDocumented) {
   EXPECT_GE(files, 8);
 }
 
-TEST(ProtoDocs, EveryFileStartsWithAComment) {
+TEST(ProtoComments, EveryFileStartsWithAComment) {
   // The comment above `syntax` says what the file is for.
   const pb::FileDescriptorSet set = LoadDescriptorSet();
   constexpr int kFileSyntax = 12;
