@@ -82,7 +82,8 @@ class DeviceSource {
   /// one recorded when the device was seen (string descriptors included).
   /// The callback must not block long and must not call Stop (it may call Enumerate and
   /// OpenRegisterIo).
-  /// Errors: Unimplemented if !SupportsHotplug(); FailedPrecondition if already started;
+  /// Errors: Unimplemented if !SupportsHotplug(); InvalidArgument for an empty callback;
+  /// FailedPrecondition if already started;
   /// Internal if the OS refuses the registration.
   [[nodiscard]] virtual absl::Status StartHotplug(
       std::function<void(HotplugEvent, const UsbDeviceInfo&)> callback) = 0;

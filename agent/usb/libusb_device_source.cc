@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -46,9 +47,6 @@ std::string DescribeForError(const UsbDeviceInfo& device) {
   return absl::StrFormat("%s (%04x:%04x, bus %d device %d)", device.port_path, device.vid,
                          device.pid, device.bus, device.devnum);
 }
-
-int LIBUSB_CALL HotplugTrampoline(libusb_context* /*context*/, libusb_device* device,
-                                  libusb_hotplug_event event, void* user_data);
 
 }  // namespace
 
@@ -268,7 +266,11 @@ void LibusbDeviceSource::OnLibusbHotplug(libusb_device* device, bool arrived) {
 void LibusbDeviceSource::EventLoop() {
   while (!stop_requested_.load()) {
     timeval timeout{.tv_sec = 0, .tv_usec = kEventTimeoutMs * 1000};
-    libusb_handle_events_timeout_completed(context_.get(), &timeout, nullptr);
+    const int rc = libusb_handle_events_timeout_completed(context_.get(), &timeout, nullptr);
+    if (rc < 0 && rc != LIBUSB_ERROR_INTERRUPTED && rc != LIBUSB_ERROR_TIMEOUT) {
+      // libusb could not wait (e.g. its event sources failed): back off instead of spinning.
+      std::this_thread::sleep_for(std::chrono::milliseconds(kEventTimeoutMs));
+    }
     std::vector<std::pair<HotplugEvent, UsbDeviceInfo>> ready;
     {
       absl::MutexLock events(&events_mutex_);
