@@ -1,0 +1,157 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/reconcile/adapter_snapshot.h"
+#include "agent/reconcile/backoff.h"
+#include "agent/reconcile/log.h"
+#include "agent/reconcile/policy_set.h"
+#include "agent/sysfs/usb_sysfs.h"
+#include "agent/usb/device_source.h"
+
+namespace rxfleet::agent {
+
+/// Monotonic time as an absl::Time (steady_clock since its epoch): used for scheduling only, so
+/// wall-clock steps (NTP, RTC-less Raspberry Pi boots) never stall or rush the loop.
+absl::Time MonotonicNow();
+
+struct AdapterManagerOptions {
+  /// How often an in-sync adapter is checked again (one register read). > 0. Also the retry
+  /// period of asleep and driver-disabled adapters.
+  absl::Duration reconcile_period = absl::Seconds(10);
+  /// Backoff after failed opens/transfers and verify mismatches.
+  BackoffPolicy backoff;
+  /// Rate limit of drift repairs per adapter.
+  RepairRatePolicy drift_repair;
+  /// How long a gone adapter stays in snapshots before it is dropped.
+  absl::Duration gone_retention = absl::Minutes(10);
+  /// One line per adapter state change: "adapter=ID chip=CHIP ...". Null: no logging.
+  LogSink log;
+  /// Clocks, injectable for tests. Null: MonotonicNow / absl::Now.
+  std::function<absl::Time()> monotonic_now;
+  std::function<absl::Time()> wall_now;
+};
+
+/// Owns the adapter records of one host and reconciles them: level-based, one adapter at a time,
+/// opening each device only for the duration of its pass.
+///
+/// Classification (AssessDevice): supported rtw89 adapters are reconciled; storage-mode
+/// (0bda:1a2b), unknown Realtek and other vendors' devices are reported with their diagnoses but
+/// never opened (zero control transfers). Hubs never reach here (DeviceSource excludes them).
+///
+/// A pass of a supported adapter: resolve the desired settings (PolicySet over the host labels),
+/// open register access restricted to the layout's RX aggregation registers
+/// (common::RxAggRegisterAddresses), run ReconcileRegisters, close the handle, then map the
+/// outcome to a phase and the next due time:
+///   in sync / applied / drift repaired -> applied, again after reconcile_period;
+///   drift held by the rate limit       -> drifted, again when a repair token is available;
+///   asleep / disabled by driver        -> that phase, again after reconcile_period;
+///   invalid settings                   -> invalid_settings, not retried until policies change;
+///   device gone (Unavailable)          -> gone, a rescan is requested;
+///   any other failure                  -> error, again after the adapter's backoff.
+/// Each phase change is logged once ("no spam for repeated identical states").
+///
+/// Threading: Rescan, ProcessEvents, ReconcileDue and ReconcileAllNow must be called from one
+/// owner thread (the agent loop); observers run there too. PostHotplug, SetPolicies,
+/// SetHostLabels, RequeueAll and the snapshot accessors may be called from any thread.
+class AdapterManager {
+ public:
+  /// `source` must outlive the manager.
+  AdapterManager(DeviceSource& source, UsbSysfs sysfs, AdapterManagerOptions options);
+  ~AdapterManager();
+
+  AdapterManager(const AdapterManager&) = delete;
+  AdapterManager& operator=(const AdapterManager&) = delete;
+
+  /// Adds an observer (not owned; must outlive the manager). Call before the loop starts.
+  void AddObserver(AdapterObserver* observer);
+
+  /// Called whenever work was queued from another thread (hotplug event, policy change,
+  /// requeue), so the owner loop can wake up. Set before the loop starts.
+  void SetWakeCallback(std::function<void()> wake);
+
+  // ---- any thread ----
+
+  /// Host labels and host name used in selectors; requeues every adapter.
+  void SetHostContext(std::map<std::string, std::string> labels, std::string host_id);
+  /// Replaces the policy layers; requeues every adapter (invalid_settings ones included).
+  void SetPolicies(std::shared_ptr<const PolicySet> policies);
+  std::shared_ptr<const PolicySet> policies() const;
+  /// Makes every present supported adapter due now.
+  void RequeueAll();
+  /// Queues a hotplug event for the owner thread (DeviceSource callback).
+  void PostHotplug(HotplugEvent event, UsbDeviceInfo device);
+
+  /// Copies of all adapter snapshots, ordered by id (gone ones included).
+  std::vector<AdapterSnapshot> Snapshots() const;
+  /// One adapter's snapshot; nullopt for unknown ids.
+  std::optional<AdapterSnapshot> Find(std::string_view adapter_id) const;
+  /// Layouts of the known supported adapters, by id (for bundle validation).
+  std::map<std::string, common::RxAggLayout> Layouts() const;
+
+  // ---- owner thread ----
+
+  /// Enumerates devices and reconciles the record set with them: new devices are added (due
+  /// now), changed ones updated (re-enumeration: new bus/devnum/speed, same id), missing ones
+  /// marked gone. Errors: the DeviceSource's Enumerate error (records are left as they are).
+  absl::Status Rescan();
+
+  /// Applies queued hotplug events and requeue requests.
+  void ProcessEvents();
+
+  /// Runs a pass for every adapter that is due at the monotonic now, stopping early (between
+  /// adapters, never inside a pass) when `should_stop` returns true; drops gone adapters past
+  /// their retention. Returns the monotonic time the next adapter is due (InfiniteFuture if
+  /// none).
+  absl::Time ReconcileDue(const std::function<bool()>& should_stop = nullptr);
+
+  /// Runs one pass for every present supported adapter, due or not (for --once).
+  void ReconcileAllNow();
+
+  /// True (once) if a pass saw a device vanish and a rescan should confirm it.
+  bool TakeRescanRequest();
+
+ private:
+  struct Record;
+
+  void Upsert(const UsbDeviceInfo& device);
+  void MarkGone(Record& record, std::string_view reason, std::string message);
+  void Reconcile(Record& record);
+  void Publish(Record& record, const AdapterEvents& events);
+  void LogTransition(Record& record);
+  Record* FindPresentByLocation(uint8_t bus, uint8_t devnum);
+  absl::Time WallNow() const;
+  absl::Time MonoNow() const;
+  void Wake();
+
+  DeviceSource& source_;
+  const UsbSysfs sysfs_;
+  AdapterManagerOptions options_;
+  std::vector<AdapterObserver*> observers_;
+  std::function<void()> wake_;
+
+  // Owner thread only.
+  std::map<std::string, std::unique_ptr<Record>, std::less<>> records_;
+  bool rescan_requested_ = false;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::string> host_labels_ ABSL_GUARDED_BY(mu_);
+  std::string host_id_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PolicySet> policies_ ABSL_GUARDED_BY(mu_);
+  bool requeue_all_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::pair<HotplugEvent, UsbDeviceInfo>> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, AdapterSnapshot, std::less<>> published_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rxfleet::agent
