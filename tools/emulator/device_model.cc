@@ -1,0 +1,300 @@
+#include "tools/emulator/device_model.h"
+
+#include <cerrno>
+
+#include "absl/strings/str_format.h"
+#include "tools/emulator/descriptors.h"
+
+namespace rxfleet::emulator {
+namespace {
+
+constexpr uint8_t kRtw89VendorRequest = 0x05;  // RTW89_USB_VENQT
+constexpr uint8_t kRtw89ReadType = 0xC0;       // RTW89_USB_VENQT_READ
+constexpr uint8_t kRtw89WriteType = 0x40;      // RTW89_USB_VENQT_WRITE
+constexpr uint32_t kAsleepReadValue = 0xDEADBEEF;
+
+std::string HexValue(const std::vector<uint8_t>& data) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < data.size(); ++i) v |= static_cast<uint32_t>(data[i]) << (8 * i);
+  return absl::StrFormat("0x%0*x", static_cast<int>(2 * data.size()), v);
+}
+
+std::string HexBytes(const std::vector<uint8_t>& data) {
+  std::string out;
+  for (uint8_t b : data) absl::StrAppendFormat(&out, "%02x", b);
+  return out;
+}
+
+std::vector<uint8_t> Truncate(std::vector<uint8_t> data, size_t length) {
+  if (data.size() > length) data.resize(length);
+  return data;
+}
+
+}  // namespace
+
+std::string TransferResultName(TransferResult result) {
+  switch (result) {
+    case TransferResult::kOk:
+      return "ok";
+    case TransferResult::kStall:
+      return "stall";
+    case TransferResult::kTimeout:
+      return "timeout";
+    case TransferResult::kNoDevice:
+      return "no_device";
+    case TransferResult::kAsleep:
+      return "asleep";
+    case TransferResult::kProtocolError:
+      return "protocol_error";
+  }
+  return "ok";
+}
+
+RegisterMap::RegisterMap(const std::map<uint32_t, uint32_t>& words) {
+  for (const auto& [address, value] : words) Write32(address, value);
+}
+
+std::vector<uint8_t> RegisterMap::Read(uint32_t address, size_t length) const {
+  std::vector<uint8_t> out(length, 0);
+  for (size_t i = 0; i < length; ++i) {
+    auto it = bytes_.find(address + static_cast<uint32_t>(i));
+    if (it != bytes_.end()) out[i] = it->second;
+  }
+  return out;
+}
+
+void RegisterMap::Write(uint32_t address, const std::vector<uint8_t>& bytes) {
+  for (size_t i = 0; i < bytes.size(); ++i) bytes_[address + static_cast<uint32_t>(i)] = bytes[i];
+}
+
+uint32_t RegisterMap::Read32(uint32_t address) const {
+  const std::vector<uint8_t> b = Read(address, 4);
+  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 |
+         static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
+}
+
+void RegisterMap::Write32(uint32_t address, uint32_t value) {
+  Write(address, {static_cast<uint8_t>(value), static_cast<uint8_t>(value >> 8),
+                  static_cast<uint8_t>(value >> 16), static_cast<uint8_t>(value >> 24)});
+}
+
+std::map<uint32_t, uint32_t> RegisterMap::Words() const {
+  std::map<uint32_t, uint32_t> words;
+  for (const auto& [address, value] : bytes_) {
+    (void)value;
+    const uint32_t aligned = address & ~3u;
+    if (!words.count(aligned)) words[aligned] = Read32(aligned);
+  }
+  return words;
+}
+
+EmulatedDevice::EmulatedDevice(const DeviceSpec& spec, HostClass host_class)
+    : spec_(spec),
+      host_class_(host_class),
+      config_(spec.config),
+      registers_(spec.registers),
+      plugged_(spec.plugged),
+      asleep_(spec.asleep),
+      counters_(spec.config.netdev.value_or(NetdevSpec{})) {}
+
+void EmulatedDevice::Plug(const DeviceConfig& config, bool keep_registers) {
+  config_ = config;
+  if (!keep_registers) registers_ = RegisterMap(spec_.registers);
+  counters_ = NetdevCounters(config.netdev.value_or(NetdevSpec{}));
+  plugged_ = true;
+  ++incarnation_;
+}
+
+void EmulatedDevice::Unplug() { plugged_ = false; }
+
+void EmulatedDevice::FailNext(int count, FailMode mode) {
+  fail_count_ = count;
+  fail_mode_ = mode;
+}
+
+void EmulatedDevice::Record(const ControlSetup& setup, std::vector<uint8_t> data,
+                            TransferResult result, double t) {
+  TransferRecord r;
+  r.seq = next_seq_++;
+  r.t = t;
+  r.in = (setup.request_type & 0x80) != 0;
+  r.request_type = setup.request_type;
+  r.request = setup.request;
+  r.address = static_cast<uint32_t>(setup.index) << 16 | setup.value;
+  r.length = setup.length;
+  r.data = std::move(data);
+  r.result = result;
+  transfers_.push_back(std::move(r));
+}
+
+ControlOutcome EmulatedDevice::Standard(const ControlSetup& setup) const {
+  ControlOutcome out;
+  const bool standard_in = (setup.request_type & 0xE0) == 0x80;
+  if (!standard_in) {
+    out.status = -EPIPE;
+    return out;
+  }
+  std::vector<uint8_t> data;
+  switch (setup.request) {
+    case 0x00:  // GET_STATUS
+      data = {static_cast<uint8_t>(config_.self_powered ? 1 : 0), 0};
+      break;
+    case 0x06: {  // GET_DESCRIPTOR
+      const uint8_t type = static_cast<uint8_t>(setup.value >> 8);
+      const uint8_t index = static_cast<uint8_t>(setup.value & 0xff);
+      if (type == 0x01) {
+        data = DeviceDescriptor(config_);
+      } else if (type == 0x02 && index == 0) {
+        data = ConfigurationDescriptor(config_);
+      } else if (type == 0x03) {
+        data = StringDescriptor(config_, index);
+      }
+      break;
+    }
+    case 0x08:  // GET_CONFIGURATION
+      data = {1};
+      break;
+    default:
+      break;
+  }
+  if (data.empty()) {
+    out.status = -EPIPE;
+    return out;
+  }
+  out.in_data = Truncate(std::move(data), setup.length);
+  return out;
+}
+
+ControlOutcome EmulatedDevice::HandleControl(uint64_t incarnation, const ControlSetup& setup,
+                                             const std::vector<uint8_t>& out_data, double t) {
+  ControlOutcome out;
+  const bool in = (setup.request_type & 0x80) != 0;
+  const std::vector<uint8_t> written = in ? std::vector<uint8_t>{} : out_data;
+  if (!plugged_ || incarnation != incarnation_) {
+    out.submit_errno = ENODEV;
+    Record(setup, written, TransferResult::kNoDevice, t);
+    return out;
+  }
+  if (fail_count_ > 0) {
+    --fail_count_;
+    switch (fail_mode_) {
+      case FailMode::kTimeout:
+        out.pending = true;
+        Record(setup, written, TransferResult::kTimeout, t);
+        return out;
+      case FailMode::kStall:
+        out.status = -EPIPE;
+        Record(setup, written, TransferResult::kStall, t);
+        return out;
+      case FailMode::kProtocolError:
+        out.status = -EPROTO;
+        Record(setup, written, TransferResult::kProtocolError, t);
+        return out;
+    }
+  }
+  const bool rtw89 =
+      setup.request == kRtw89VendorRequest &&
+      (setup.request_type == kRtw89ReadType || setup.request_type == kRtw89WriteType) &&
+      (setup.length == 1 || setup.length == 2 || setup.length == 4) &&
+      (in || out_data.size() == setup.length);
+  if (rtw89) {
+    const uint32_t address = static_cast<uint32_t>(setup.index) << 16 | setup.value;
+    if (in) {
+      if (asleep_) {
+        std::vector<uint8_t> bytes;
+        for (int i = 0; i < setup.length; ++i) {
+          bytes.push_back(static_cast<uint8_t>(kAsleepReadValue >> (8 * i)));
+        }
+        out.in_data = bytes;
+        Record(setup, bytes, TransferResult::kAsleep, t);
+      } else {
+        out.in_data = registers_.Read(address, setup.length);
+        Record(setup, out.in_data, TransferResult::kOk, t);
+      }
+    } else if (asleep_) {
+      Record(setup, written, TransferResult::kAsleep, t);
+    } else {
+      registers_.Write(address, out_data);
+      Record(setup, written, TransferResult::kOk, t);
+    }
+    return out;
+  }
+  out = Standard(setup);
+  Record(setup, in ? out.in_data : written,
+         out.status == 0 ? TransferResult::kOk : TransferResult::kStall, t);
+  return out;
+}
+
+std::optional<uint32_t> EmulatedDevice::CurrentHoldUs() const {
+  const std::optional<uint32_t> reg = RxAggRegisterFor(spec_, config_);
+  if (!reg) return std::nullopt;
+  return HoldFromRegister(registers_.Read32(*reg));
+}
+
+TrafficRates EmulatedDevice::CurrentRates() const {
+  if (!plugged_ || asleep_ || !config_.netdev || !spec_.traffic) return {};
+  return ModelRates(host_class_, config_.speed_mbps, CurrentHoldUs(), *spec_.traffic);
+}
+
+void EmulatedDevice::AdvanceTraffic(double seconds) { counters_.Advance(CurrentRates(), seconds); }
+
+nlohmann::json EmulatedDevice::StateJson() const {
+  nlohmann::json j;
+  j["name"] = spec_.name;
+  j["vid"] = absl::StrFormat("%04x", config_.vid);
+  j["pid"] = absl::StrFormat("%04x", config_.pid);
+  j["bus"] = config_.bus;
+  j["port"] = config_.port;
+  j["devnum"] = config_.devnum;
+  j["sysfs_name"] = config_.SysfsName();
+  j["peer"] = config_.peer.empty() ? nlohmann::json(nullptr) : nlohmann::json(config_.peer);
+  if (config_.speed_mbps == 1.5) {
+    j["speed"] = 1.5;
+  } else {
+    j["speed"] = static_cast<int64_t>(config_.speed_mbps);
+  }
+  j["plugged"] = plugged_;
+  j["asleep"] = asleep_;
+  j["incarnation"] = incarnation_;
+  const std::optional<uint32_t> reg = RxAggRegisterFor(spec_, config_);
+  j["rx_agg_register"] = reg ? nlohmann::json(absl::StrFormat("0x%x", *reg)) : nullptr;
+  const std::optional<uint32_t> hold = CurrentHoldUs();
+  j["hold_us"] = hold ? nlohmann::json(*hold) : nullptr;
+  if (config_.netdev) {
+    j["netdev"] = {
+        {"name", config_.netdev->name},         {"rx_bytes", counters_.rx_bytes()},
+        {"tx_bytes", counters_.tx_bytes()},     {"rx_packets", counters_.rx_packets()},
+        {"tx_packets", counters_.tx_packets()}, {"rx_dropped", counters_.rx_dropped()},
+    };
+  } else {
+    j["netdev"] = nullptr;
+  }
+  nlohmann::json regs = nlohmann::json::object();
+  for (const auto& [address, value] : registers_.Words()) {
+    regs[absl::StrFormat("0x%x", address)] = absl::StrFormat("0x%08x", value);
+  }
+  j["registers"] = regs;
+  nlohmann::json transfers = nlohmann::json::array();
+  for (const TransferRecord& r : transfers_) {
+    nlohmann::json t;
+    t["seq"] = r.seq;
+    t["t"] = r.t;
+    t["direction"] = r.in ? "in" : "out";
+    t["request"] = r.request;
+    t["request_type"] = absl::StrFormat("0x%02x", r.request_type);
+    t["address"] = absl::StrFormat("0x%x", r.address);
+    t["length"] = r.length;
+    if (!r.data.empty() && r.data.size() <= 4) {
+      t["value"] = HexValue(r.data);
+    } else {
+      t["value"] = nullptr;
+      if (!r.data.empty()) t["data"] = HexBytes(r.data);
+    }
+    t["result"] = TransferResultName(r.result);
+    transfers.push_back(std::move(t));
+  }
+  j["transfers"] = transfers;
+  return j;
+}
+
+}  // namespace rxfleet::emulator
