@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -378,7 +379,22 @@ TEST_F(EmulatedTest, EnumeratesAdaptersWithoutHubs) {
 TEST_F(EmulatedTest, SysfsLayerSeesTheTestbedThroughTheDefaultRoot) {
   const UsbSysfs sysfs;
   EXPECT_EQ(sysfs.ReadAttribute("2-2", "speed"), "5000");
-  EXPECT_EQ(sysfs.StableAdapterId("2-2"), "port-2-2");  // no port links in this testbed
+  EXPECT_EQ(sysfs.ReadAttribute("2-1.4", "product"), "802.11ax WLAN Adapter");
+  EXPECT_EQ(sysfs.PeerPortPath("2-2"), std::nullopt);  // no port links yet
+  EXPECT_EQ(sysfs.StableAdapterId("2-2"), "port-2-2");
+
+  // Port directories and links as the kernel makes them (usb2-port2 <-> usb3-port3), written
+  // into the testbed directly: the preload must resolve them through "/sys".
+  char* root = umockdev_testbed_get_root_dir(testbed_);
+  const std::filesystem::path sys = std::filesystem::path(root) / "sys/devices";
+  g_free(root);
+  std::filesystem::create_directories(sys / "usb2/2-0:1.0/usb2-port2");
+  std::filesystem::create_directories(sys / "usb3/3-0:1.0/usb3-port3");
+  std::filesystem::create_directory_symlink("../2-0:1.0/usb2-port2", sys / "usb2/2-2/port");
+  std::filesystem::create_directory_symlink("../../../usb3/3-0:1.0/usb3-port3",
+                                            sys / "usb2/2-0:1.0/usb2-port2/peer");
+  EXPECT_EQ(sysfs.PeerPortPath("2-2"), "3-3");
+  EXPECT_EQ(sysfs.StableAdapterId("2-2"), "port-2-2");
 }
 
 TEST_F(EmulatedTest, ReadsAndWritesAllowListedRegisters) {
