@@ -149,7 +149,7 @@ NetdevCollector::NetdevCollector(prometheus::Registry& registry, NetdevCollector
                            "reset-corrected).")
                      .Register(registry)),
       resets_(prometheus::BuildCounter()
-                  .Name("rxfleet_adapter_counter_resets_total")
+                  .Name("rxfleet_adapter_netdev_resets_total")
                   .Help("Times a netdev statistics counter went backwards (driver reload, "
                         "netdev re-created, 32-bit wrap) and was treated as restarting from 0.")
                   .Register(registry)),
@@ -292,6 +292,7 @@ absl::Status NetdevCollector::Collect(SteadyTime now) {
         adapter.rates.reset();
         if (adapter.present != nullptr) adapter.present->Set(0);
         if (adapter.dir.empty()) continue;  // no netdev: no traffic series, not an error
+        ++adapter.totals.missing_samples;
         if (!adapter.reported_missing) {
           adapter.reported_missing = true;
           log_lines.push_back(absl::StrCat(
@@ -331,7 +332,10 @@ absl::Status NetdevCollector::Collect(SteadyTime now) {
         *FieldByIndex(delta, f) = d;
         *FieldByIndex(adapter.totals.counters, f) = mc.total();
         if (d > 0) counters[f]->Increment(static_cast<double>(d));
-        if (mc.resets() > resets_before) s.resets->Increment();
+        if (mc.resets() > resets_before) {
+          s.resets->Increment();
+          ++adapter.totals.resets;
+        }
       }
       if (had_baseline) {
         const std::chrono::duration<double> dt = now - *adapter.totals.sampled_at;

@@ -98,6 +98,11 @@ struct NetdevTotals {
   bool present = false;
   /// Tick time of the last successful read; unset before the first one.
   std::optional<SteadyTime> sampled_at;
+  /// Kernel counter resets detected so far (sum over the eight counters).
+  uint64_t resets = 0;
+  /// Samples at which the adapter had a netdev configured but its statistics were unreadable
+  /// (netdev gone). Lets window consumers see a gap between two readable edges.
+  uint64_t missing_samples = 0;
 };
 
 /// Rates over the last sampling interval (between the last two successful reads).
@@ -122,7 +127,7 @@ struct NetdevCollectorOptions {
 /// Series (label `adapter` only; see docs/METRICS.md):
 ///   rxfleet_adapter_{receive,transmit}_{bytes,packets,drops,errors}_total  counters
 ///   rxfleet_adapter_netdev_present   gauge 1/0 (0 also for adapters without a netdev)
-///   rxfleet_adapter_counter_resets_total  counter of detected kernel counter resets
+///   rxfleet_adapter_netdev_resets_total  counter of detected kernel counter resets
 /// Counters are reset-corrected with MonotonicCounter and never go backwards.
 ///
 /// A netdev that disappears (statistics dir NotFound): its counters keep their last values,

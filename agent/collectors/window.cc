@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 namespace rxfleet::agent {
@@ -36,6 +37,12 @@ RttSummary SummarizeRtt(std::vector<double> samples) {
   summary.p50_seconds = NearestRank(samples, 50);
   summary.p90_seconds = NearestRank(samples, 90);
   summary.p99_seconds = NearestRank(samples, 99);
+  size_t below = 0;  // samples are sorted: count them off bucket by bucket
+  for (double bound : IcmpProber::RttBuckets()) {
+    while (below < samples.size() && samples[below] <= bound) ++below;
+    summary.buckets.push_back(RttBucket{bound, below});
+  }
+  summary.buckets.push_back(RttBucket{std::numeric_limits<double>::max(), samples.size()});
   return summary;
 }
 
@@ -63,6 +70,12 @@ WindowTracker::WindowTracker(const NetdevCollector* netdev, const CpuCollector* 
   if (options_.length <= absl::ZeroDuration()) options_.length = absl::Seconds(10);
 }
 
+void WindowTracker::SetLength(absl::Duration length) {
+  if (length <= absl::ZeroDuration()) return;
+  absl::MutexLock lock(&mu_);
+  options_.length = length;
+}
+
 absl::Status WindowTracker::Collect(SteadyTime now) {
   std::map<std::string, NetdevTotals> totals;
   if (netdev_ != nullptr) totals = netdev_->Totals();
@@ -72,6 +85,7 @@ absl::Status WindowTracker::Collect(SteadyTime now) {
   absl::MutexLock lock(&mu_);
   if (!start_.has_value()) {
     start_ = now;
+    start_wall_ = absl::Now();
     start_totals_ = std::move(totals);
     start_stat_ = std::move(stat);
     if (prober_ != nullptr) prober_->TakeWindowStats();  // drop samples from before the window
@@ -92,6 +106,7 @@ absl::Status WindowTracker::Collect(SteadyTime now) {
   auto window_for = [&](const std::string& id) -> AdapterWindow& {
     AdapterWindow& w = windows[id];
     w.adapter_id = id;
+    w.start_time = start_wall_;
     w.duration_seconds = duration.count();
     w.cpu = cpu;
     return w;
@@ -99,8 +114,15 @@ absl::Status WindowTracker::Collect(SteadyTime now) {
   for (const auto& [id, end] : totals) {
     AdapterWindow& w = window_for(id);
     auto start_it = start_totals_.find(id);
+    if (start_it != start_totals_.end()) {
+      w.counter_reset = end.resets > start_it->second.resets;
+      w.netdev_missing = end.missing_samples > start_it->second.missing_samples;
+    }
     // Traffic needs readable statistics at both edges, read at ticks inside this window.
-    if (start_it == start_totals_.end() || !start_it->second.present || !end.present) continue;
+    if (start_it == start_totals_.end() || !start_it->second.present || !end.present) {
+      w.netdev_missing = w.netdev_missing || end.missing_samples > 0;
+      continue;
+    }
     const NetdevCounters& a = start_it->second.counters;
     const NetdevCounters& b = end.counters;
     w.has_traffic = true;
@@ -119,6 +141,7 @@ absl::Status WindowTracker::Collect(SteadyTime now) {
   last_ = std::move(windows);
   ++completed_;
   start_ = now;
+  start_wall_ = absl::Now();
   start_totals_ = std::move(totals);
   start_stat_ = std::move(stat);
   return absl::OkStatus();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +19,15 @@
 
 namespace rxfleet::agent {
 
+/// One cumulative RTT histogram bucket.
+struct RttBucket {
+  /// Inclusive upper bound, seconds; the last bucket (+Inf) uses
+  /// std::numeric_limits<double>::max(), as rxfleet.v1.HistogramBucket encodes it.
+  double upper_bound_seconds = 0;
+  /// Samples <= upper_bound_seconds.
+  uint64_t cumulative_count = 0;
+};
+
 /// RTT summary of one window, seconds. All zero when count == 0.
 struct RttSummary {
   uint64_t count = 0;
@@ -26,15 +36,21 @@ struct RttSummary {
   double p50_seconds = 0;
   double p90_seconds = 0;
   double p99_seconds = 0;
+  /// Cumulative histogram over IcmpProber::RttBuckets() plus +Inf; empty when count == 0.
+  std::vector<RttBucket> buckets;
 };
 
-/// Summarises raw RTT samples (seconds, any order) with nearest-rank percentiles.
+/// Summarises raw RTT samples (seconds, any order) with nearest-rank percentiles and the
+/// cumulative histogram.
 RttSummary SummarizeRtt(std::vector<double> samples);
 
 /// What one adapter did during one completed window; the unit of comparison for hold
 /// experiments (throughput, RTT, busiest-core CPU).
 struct AdapterWindow {
   std::string adapter_id;
+  /// Wall-clock time (absl::Now()) when the window opened; for reports only, the duration is
+  /// measured on the monotonic clock.
+  absl::Time start_time;
   /// Window length actually measured (tick to tick), seconds.
   double duration_seconds = 0;
   /// True if the netdev statistics were readable at both window edges; the traffic fields are
@@ -42,6 +58,12 @@ struct AdapterWindow {
   bool has_traffic = false;
   /// Reset-corrected counter deltas over the window.
   NetdevCounters traffic;
+  /// A kernel counter went backwards during the window (the deltas are corrected, but an
+  /// experiment may prefer to drop the window: MetricWindow invalid_reason "counter_reset").
+  bool counter_reset = false;
+  /// The netdev was missing at some tick of the window (or the adapter has a netdev that was
+  /// unreadable at an edge): invalid_reason "adapter_gone".
+  bool netdev_missing = false;
   RttSummary rtt;
   uint64_t probes_sent = 0;
   uint64_t probes_lost = 0;
@@ -89,14 +111,19 @@ class WindowTracker final : public Collector {
   /// from one they already consumed.
   uint64_t completed_windows() const;
 
+  /// Changes the window length (e.g. ServerConfig.metric_window_length). Takes effect for the
+  /// window in progress: it closes at the first tick at or after its start + `length`.
+  /// Non-positive lengths are ignored.
+  void SetLength(absl::Duration length);
+
  private:
   const NetdevCollector* netdev_;
   const CpuCollector* cpu_;
   IcmpProber* prober_;
-  WindowOptions options_;
-
   mutable absl::Mutex mu_;
+  WindowOptions options_ ABSL_GUARDED_BY(mu_);
   std::optional<SteadyTime> start_ ABSL_GUARDED_BY(mu_);
+  absl::Time start_wall_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, NetdevTotals> start_totals_ ABSL_GUARDED_BY(mu_);
   std::optional<ProcStat> start_stat_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, AdapterWindow> last_ ABSL_GUARDED_BY(mu_);

@@ -154,7 +154,7 @@ TEST_F(NetdevCollectorTest, CountersRatesResetsAndDisappearance) {
   EXPECT_EQ(Value("rxfleet_adapter_transmit_packets_total"), 42500);
   EXPECT_EQ(Value("rxfleet_adapter_receive_drops_total"), 86);
   EXPECT_EQ(Value("rxfleet_adapter_receive_errors_total"), 3);
-  EXPECT_EQ(Value("rxfleet_adapter_counter_resets_total"), 6);
+  EXPECT_EQ(Value("rxfleet_adapter_netdev_resets_total"), 6);
 
   // The netdev disappears: values hold, present 0, one log line, still OK.
   fs::remove_all(NetdevDir());

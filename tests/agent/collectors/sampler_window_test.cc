@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,14 @@ TEST(SummarizeRttTest, NearestRankPercentiles) {
   const RttSummary one = SummarizeRtt({0.00129});
   EXPECT_DOUBLE_EQ(one.p50_seconds, 0.00129);
   EXPECT_DOUBLE_EQ(one.p99_seconds, 0.00129);
+  ASSERT_EQ(s.buckets.size(), IcmpProber::RttBuckets().size() + 1);
+  const std::vector<uint64_t> cumulative = {0, 0, 0, 0, 1, 1, 2, 3, 5, 7, 10, 25, 50, 100, 100};
+  for (size_t i = 0; i < s.buckets.size(); ++i) {
+    EXPECT_EQ(s.buckets[i].cumulative_count, cumulative[i]) << "bucket " << i;
+  }
+  EXPECT_DOUBLE_EQ(s.buckets[4].upper_bound_seconds, 0.001);
+  EXPECT_EQ(s.buckets.back().upper_bound_seconds, std::numeric_limits<double>::max());
+  EXPECT_TRUE(SummarizeRtt({}).buckets.empty());
   EXPECT_EQ(SummarizeRtt({}).count, 0u);
   EXPECT_EQ(SummarizeRtt({}).p99_seconds, 0);
 }
@@ -213,6 +222,35 @@ TEST(WindowTrackerTest, WindowsCombineTrafficAndCpuOverTheSameTicks) {
   ASSERT_TRUE(no_netdev->cpu.has_value());
   EXPECT_EQ(windows.LastWindows().size(), 2u);
   EXPECT_FALSE(windows.LastWindow("unknown").has_value());
+  EXPECT_FALSE(w->counter_reset);
+  EXPECT_FALSE(w->netdev_missing);
+  EXPECT_FALSE(no_netdev->netdev_missing);
+  EXPECT_LE(w->start_time, absl::Now());
+
+  // Second window: the kernel counters went backwards (corrected, but flagged).
+  install_netdev("wlan0-t2-reset");
+  sampler.RunOnce(t0 + std::chrono::seconds(20));
+  ASSERT_EQ(windows.completed_windows(), 2u);
+  w = windows.LastWindow("port-2-2");
+  ASSERT_TRUE(w.has_value());
+  EXPECT_TRUE(w->counter_reset);
+  EXPECT_EQ(w->traffic.rx_bytes, 4000000u);
+  EXPECT_FALSE(w->cpu.has_value());  // /proc/stat did not advance: no CPU time elapsed
+
+  // Third window: the netdev vanished for a tick and came back (new ifindex).
+  windows.SetLength(absl::Seconds(20));
+  fs::remove_all(netdev);
+  sampler.RunOnce(t0 + std::chrono::seconds(30));
+  EXPECT_EQ(windows.completed_windows(), 2u);  // 10 s into a 20 s window
+  install_netdev("wlan0-t3-new-ifindex");
+  sampler.RunOnce(t0 + std::chrono::seconds(40));
+  ASSERT_EQ(windows.completed_windows(), 3u);
+  w = windows.LastWindow("port-2-2");
+  ASSERT_TRUE(w.has_value());
+  EXPECT_DOUBLE_EQ(w->duration_seconds, 20);
+  EXPECT_TRUE(w->netdev_missing);
+  EXPECT_TRUE(w->has_traffic);
+  EXPECT_EQ(w->traffic.rx_bytes, 2500000000u);
 }
 
 }  // namespace
