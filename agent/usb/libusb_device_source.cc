@@ -265,7 +265,7 @@ void LibusbDeviceSource::OnLibusbHotplug(libusb_device* device, bool arrived) {
 
 void LibusbDeviceSource::EventLoop() {
   while (!stop_requested_.load()) {
-    timeval timeout{.tv_sec = 0, .tv_usec = kEventTimeoutMs * 1000};
+    timeval timeout{.tv_sec = 0, .tv_usec = static_cast<suseconds_t>(kEventTimeoutMs) * 1000};
     const int rc = libusb_handle_events_timeout_completed(context_.get(), &timeout, nullptr);
     if (rc < 0 && rc != LIBUSB_ERROR_INTERRUPTED && rc != LIBUSB_ERROR_TIMEOUT) {
       // libusb could not wait (e.g. its event sources failed): back off instead of spinning.
