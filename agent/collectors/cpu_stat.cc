@@ -134,18 +134,17 @@ absl::StatusOr<uint64_t> ParseStatmResidentPages(std::string_view text) {
 
 CpuCollector::CpuCollector(prometheus::Registry& registry, CpuCollectorOptions options)
     : options_(std::move(options)),
-      host_ratio_(prometheus::BuildGauge()
-                      .Name("rxfleet_host_cpu_ratio")
-                      .Help("Busy share of all online CPU cores over the last sampling "
-                            "interval, 0-1 (/proc/stat; iowait counts as idle).")
-                      .Register(registry)
-                      .Add({})),
-      busiest_core_ratio_(prometheus::BuildGauge()
-                              .Name("rxfleet_host_busiest_core_ratio")
-                              .Help("Busy share of the busiest single CPU core over the last "
-                                    "sampling interval, 0-1 (/proc/stat; iowait counts as idle).")
-                              .Register(registry)
-                              .Add({})),
+      host_ratio_family_(prometheus::BuildGauge()
+                             .Name("rxfleet_host_cpu_ratio")
+                             .Help("Busy share of all online CPU cores over the last sampling "
+                                   "interval, 0-1 (/proc/stat; iowait counts as idle).")
+                             .Register(registry)),
+      busiest_core_ratio_family_(
+          prometheus::BuildGauge()
+              .Name("rxfleet_host_busiest_core_ratio")
+              .Help("Busy share of the busiest single CPU core over the last "
+                    "sampling interval, 0-1 (/proc/stat; iowait counts as idle).")
+              .Register(registry)),
       process_cpu_seconds_(prometheus::BuildCounter()
                                .Name("process_cpu_seconds_total")
                                .Help("Total user and system CPU time spent by the agent in "
@@ -182,8 +181,12 @@ absl::Status CpuCollector::Collect(SteadyTime /*now*/) {
       absl::StatusOr<CpuUsage> usage = ComputeCpuUsage(*last_stat_, *stat);
       if (usage.ok()) {
         last_usage_ = *usage;
-        host_ratio_.Set(usage->host_ratio);
-        busiest_core_ratio_.Set(usage->busiest_core_ratio);
+        if (host_ratio_ == nullptr) host_ratio_ = &host_ratio_family_.Add({});
+        if (busiest_core_ratio_ == nullptr) {
+          busiest_core_ratio_ = &busiest_core_ratio_family_.Add({});
+        }
+        host_ratio_->Set(usage->host_ratio);
+        busiest_core_ratio_->Set(usage->busiest_core_ratio);
       }
     }
     last_stat_ = *std::move(stat);

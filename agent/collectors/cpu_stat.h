@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/collectors/collector.h"
 #include "prometheus/counter.h"
+#include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
 
@@ -121,8 +122,8 @@ class CpuCollector final : public Collector {
 
  private:
   CpuCollectorOptions options_;
-  prometheus::Gauge& host_ratio_;
-  prometheus::Gauge& busiest_core_ratio_;
+  prometheus::Family<prometheus::Gauge>& host_ratio_family_;
+  prometheus::Family<prometheus::Gauge>& busiest_core_ratio_family_;
   prometheus::Counter& process_cpu_seconds_;
   prometheus::Gauge& process_rss_bytes_;
   long ticks_per_second_;
@@ -132,6 +133,9 @@ class CpuCollector final : public Collector {
   std::optional<ProcStat> last_stat_ ABSL_GUARDED_BY(mu_);
   std::optional<CpuUsage> last_usage_ ABSL_GUARDED_BY(mu_);
   std::optional<uint64_t> last_process_ticks_ ABSL_GUARDED_BY(mu_);
+  // Created with the first utilisation value, so no series shows a made-up 0 before that.
+  prometheus::Gauge* host_ratio_ ABSL_GUARDED_BY(mu_) = nullptr;
+  prometheus::Gauge* busiest_core_ratio_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace rxfleet::agent

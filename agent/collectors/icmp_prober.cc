@@ -375,6 +375,7 @@ void IcmpProber::Start() {
   absl::MutexLock lock(&mu_);
   if (thread_.joinable()) return;
   stop_ = false;
+  running_ = true;
   uint64_t drained = 0;
   while (::read(wake_fd_, &drained, sizeof(drained)) > 0) {
   }
@@ -389,6 +390,8 @@ void IcmpProber::Stop() {
   const uint64_t one = 1;
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&mu_);
+  running_ = false;
 }
 
 void IcmpProber::Loop() {
@@ -409,6 +412,13 @@ void IcmpProber::ProbeOnce() {
   std::vector<Probe> probes;
   {
     absl::MutexLock lock(&mu_);
+    if (!running_) {
+      // Called directly (not by the thread): a Stop() signal left from earlier must not cut
+      // this round short.
+      uint64_t drained = 0;
+      while (::read(wake_fd_, &drained, sizeof(drained)) > 0) {
+      }
+    }
     for (auto& [id, a] : adapters_) {
       Probe p;
       p.adapter_id = id;

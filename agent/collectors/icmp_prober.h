@@ -187,6 +187,7 @@ class IcmpProber {
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<Adapter>, std::less<>> adapters_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // between Start() and the end of Stop()
   uint64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
   absl::Mutex round_mu_;  // serialises ProbeOnce

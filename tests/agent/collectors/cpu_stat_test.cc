@@ -145,6 +145,8 @@ TEST_F(CpuCollectorTest, ExportsRatiosAndProcessMetrics) {
   Install("stat-2core-a", "self-stat");
   ASSERT_TRUE(collector.Collect(SteadyTime{}).ok());
   EXPECT_FALSE(collector.LastUsage().has_value());
+  EXPECT_FALSE(SeriesValue(registry_, "rxfleet_host_cpu_ratio").has_value());  // no made-up 0
+  EXPECT_FALSE(SeriesValue(registry_, "rxfleet_host_busiest_core_ratio").has_value());
   EXPECT_DOUBLE_EQ(*SeriesValue(registry_, "process_cpu_seconds_total"), 18.01);
   EXPECT_DOUBLE_EQ(*SeriesValue(registry_, "process_resident_memory_bytes"), 2048.0 * 4096);
 

@@ -177,6 +177,10 @@ TEST_F(ProberStateTest, StartStopIsPromptAndCountsRounds) {
   prober_->Stop();  // the interval is 1 s: Stop must not wait for it
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
   prober_->Stop();  // idempotent
+  // A direct round after Stop() runs normally (the stop signal is for the thread only).
+  const uint64_t rounds = prober_->rounds();
+  prober_->ProbeOnce();
+  EXPECT_EQ(prober_->rounds(), rounds + 1);
 }
 
 }  // namespace
