@@ -1,0 +1,451 @@
+#include "server/store/store.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/proto/time.h"
+#include "common/string_view_compat.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace rxfleet::server {
+namespace {
+
+using common::ToAbslView;
+
+// One entry per schema version, applied in order. Never edit a released entry: append a new
+// one. Each runs in its own transaction together with its schema_migrations row.
+struct Migration {
+  int version;
+  const char* description;
+  const char* sql;
+};
+
+constexpr Migration kMigrations[] = {
+    {1, "policies, bundle version, registry and events",
+     R"sql(
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+      INSERT INTO meta (key, value) VALUES ('bundle_version', 1), ('revision', 0),
+                                           ('last_event_version', 0);
+      CREATE TABLE policies (
+        name TEXT PRIMARY KEY,
+        resource_version INTEGER NOT NULL,
+        record BLOB NOT NULL
+      ) WITHOUT ROWID;
+      CREATE TABLE hosts (id TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID;
+      CREATE TABLE adapters (
+        host_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        record BLOB NOT NULL,
+        PRIMARY KEY (host_id, id)
+      ) WITHOUT ROWID;
+      CREATE TABLE events (
+        resource_version INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        last_time_ns INTEGER NOT NULL,
+        record BLOB NOT NULL
+      );
+      CREATE INDEX events_by_last_time ON events (last_time_ns);
+    )sql"},
+};
+
+// Maps an SQLite error to a Status for callers: the code says what the caller can do, the
+// message names the operation, the file and SQLite's reason.
+absl::Status StatusFromSqlite(const SQLite::Exception& e, std::string_view what,
+                              const std::string& path) {
+  const std::string message = absl::StrCat(ToAbslView(what), " (", path, "): ", e.what());
+  switch (e.getErrorCode()) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(message);
+    case SQLITE_FULL:
+      return absl::ResourceExhaustedError(message);
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+    case SQLITE_AUTH:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+std::string NewUid() {
+  static absl::Mutex mu(absl::kConstInit);
+  static absl::BitGen* gen = new absl::BitGen();
+  absl::MutexLock lock(&mu);
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(*gen),
+                         absl::Uniform<uint64_t>(*gen));
+}
+
+int64_t ReadMeta(SQLite::Database& db, const char* key) {
+  SQLite::Statement query(db, "SELECT value FROM meta WHERE key = ?");
+  query.bind(1, key);
+  if (!query.executeStep()) {
+    throw SQLite::Exception(absl::StrCat("meta key '", key, "' is missing"), SQLITE_CORRUPT);
+  }
+  return query.getColumn(0).getInt64();
+}
+
+void WriteMeta(SQLite::Database& db, const char* key, int64_t value) {
+  SQLite::Statement update(db, "UPDATE meta SET value = ? WHERE key = ?");
+  update.bind(1, value);
+  update.bind(2, key);
+  update.exec();
+}
+
+template <typename Message>
+Message ParseRecord(const SQLite::Column& column, std::string_view table) {
+  Message message;
+  if (!message.ParseFromArray(column.getBlob(), column.getBytes())) {
+    throw SQLite::Exception(
+        absl::StrCat("a record in table ", ToAbslView(table), " does not parse"), SQLITE_CORRUPT);
+  }
+  return message;
+}
+
+void BindRecord(SQLite::Statement& statement, int index, const google::protobuf::Message& m,
+                std::string* buffer) {
+  m.SerializeToString(buffer);
+  statement.bind(index, buffer->data(), static_cast<int>(buffer->size()));
+}
+
+// Reads a policy row; nullopt if there is none.
+std::optional<v1::Policy> FindPolicy(SQLite::Database& db, std::string_view name) {
+  SQLite::Statement query(db, "SELECT record FROM policies WHERE name = ?");
+  query.bind(1, std::string(name));
+  if (!query.executeStep()) return std::nullopt;
+  return ParseRecord<v1::Policy>(query.getColumn(0), "policies");
+}
+
+// The Aborted status of a failed resource_version precondition.
+absl::Status PreconditionFailed(std::string_view name, const std::optional<v1::Policy>& stored,
+                                std::string_view expected) {
+  if (!stored.has_value()) {
+    return absl::AbortedError(
+        absl::StrCat("policy ", ToAbslView(name), " does not exist (you have resource version ",
+                     ToAbslView(expected), "); it was deleted: get it again and retry"));
+  }
+  return absl::AbortedError(absl::StrCat("policy ", ToAbslView(name),
+                                         " was modified (resource version ",
+                                         stored->metadata().resource_version(), ", you have ",
+                                         ToAbslView(expected), "); get it again and retry"));
+}
+
+bool SameLabelsAndAnnotations(const v1::ObjectMeta& a, const v1::ObjectMeta& b) {
+  v1::ObjectMeta only_a, only_b;
+  *only_a.mutable_labels() = a.labels();
+  *only_a.mutable_annotations() = a.annotations();
+  *only_b.mutable_labels() = b.labels();
+  *only_b.mutable_annotations() = b.annotations();
+  return google::protobuf::util::MessageDifferencer::Equals(only_a, only_b);
+}
+
+}  // namespace
+
+int Store::LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
+
+Store::Store(std::string path) : path_(std::move(path)) {}
+Store::~Store() = default;
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  if (options.path.empty()) return absl::InvalidArgumentError("database path must not be empty");
+  if (options.busy_timeout < absl::ZeroDuration() || options.busy_timeout > absl::Minutes(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("database busy timeout ",
+                                                   absl::FormatDuration(options.busy_timeout),
+                                                   " is out of range 0..1m"));
+  }
+  const std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    if (std::filesystem::create_directories(parent, ec)) {
+      std::filesystem::permissions(parent, std::filesystem::perms(0750),
+                                   std::filesystem::perm_options::replace, ec);
+    } else if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create the database directory ",
+                                                        parent.string(), ": ", ec.message()));
+    }
+  }
+  std::unique_ptr<Store> store(new Store(options.path));
+  absl::MutexLock lock(&store->mu_);
+  try {
+    store->db_ = std::make_unique<SQLite::Database>(
+        options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX,
+        static_cast<int>(absl::ToInt64Milliseconds(options.busy_timeout)));
+    SQLite::Database& db = *store->db_;
+    // journal_mode returns the mode actually set; WAL is refused on some filesystems.
+    const std::string mode = db.execAndGet("PRAGMA journal_mode=WAL").getString();
+    if (mode != "wal") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database ", options.path, ": cannot use the WAL journal (SQLite chose '", mode, "')"));
+    }
+    db.exec("PRAGMA synchronous=FULL");
+    if (options.max_size_bytes > 0) {
+      const int64_t page_size = db.execAndGet("PRAGMA page_size").getInt64();
+      const uint64_t pages =
+          std::max<uint64_t>(1, options.max_size_bytes / static_cast<uint64_t>(page_size));
+      db.exec(absl::StrCat("PRAGMA max_page_count=", pages));
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot open the database", options.path);
+  }
+  if (absl::Status s = store->Migrate(); !s.ok()) return s;
+  return store;
+}
+
+absl::Status Store::Migrate() {
+  try {
+    SQLite::Database& db = *db_;
+    db.exec(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+        "description TEXT NOT NULL, applied_time_ns INTEGER NOT NULL)");
+    const int current =
+        db.execAndGet("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").getInt();
+    if (current > LatestSchemaVersion()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("database ", path_, " has schema version ", current,
+                       ", newer than this server supports (", LatestSchemaVersion(),
+                       "); run a newer rxfleet-server or restore a backup"));
+    }
+    for (const Migration& migration : kMigrations) {
+      if (migration.version <= current) continue;
+      SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+      db.exec(migration.sql);
+      SQLite::Statement record(db, "INSERT INTO schema_migrations VALUES (?, ?, ?)");
+      record.bind(1, migration.version);
+      record.bind(2, migration.description);
+      record.bind(3, absl::ToUnixNanos(absl::Now()));
+      record.exec();
+      transaction.commit();
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot migrate the database schema", path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Store::SchemaVersion() {
+  absl::MutexLock lock(&mu_);
+  try {
+    return db_->execAndGet("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").getInt();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot read the schema version", path_);
+  }
+}
+
+absl::StatusOr<StoredState> Store::Load(size_t max_events) {
+  absl::MutexLock lock(&mu_);
+  StoredState state;
+  try {
+    SQLite::Database& db = *db_;
+    // One read transaction for a consistent snapshot.
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::DEFERRED);
+    state.bundle_version = static_cast<uint64_t>(ReadMeta(db, "bundle_version"));
+    state.last_event_version = static_cast<uint64_t>(ReadMeta(db, "last_event_version"));
+    SQLite::Statement policies(db, "SELECT record FROM policies ORDER BY name");
+    while (policies.executeStep()) {
+      state.policies.push_back(ParseRecord<v1::Policy>(policies.getColumn(0), "policies"));
+    }
+    std::map<std::string, size_t> host_index;
+    SQLite::Statement hosts(db, "SELECT id, record FROM hosts ORDER BY id");
+    while (hosts.executeStep()) {
+      host_index[hosts.getColumn(0).getString()] = state.hosts.size();
+      state.hosts.push_back({ParseRecord<v1::Host>(hosts.getColumn(1), "hosts"), {}});
+    }
+    SQLite::Statement adapters(db, "SELECT host_id, record FROM adapters ORDER BY host_id, id");
+    while (adapters.executeStep()) {
+      auto it = host_index.find(adapters.getColumn(0).getString());
+      if (it == host_index.end()) continue;  // cannot happen: hosts and adapters are saved together
+      state.hosts[it->second].adapters.push_back(
+          ParseRecord<v1::Adapter>(adapters.getColumn(1), "adapters"));
+    }
+    SQLite::Statement events(db,
+                             "SELECT record FROM (SELECT resource_version, record FROM events "
+                             "ORDER BY resource_version DESC LIMIT ?) ORDER BY resource_version");
+    events.bind(1, static_cast<int64_t>(max_events));
+    while (events.executeStep()) {
+      state.events.push_back(ParseRecord<v1::Event>(events.getColumn(0), "events"));
+    }
+    transaction.commit();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot load the stored state", path_);
+  }
+  return state;
+}
+
+absl::StatusOr<PolicyWriteResult> Store::ApplyPolicy(const v1::Policy& policy, absl::Time now) {
+  const std::string& name = policy.metadata().name();
+  if (name.empty()) return absl::InvalidArgumentError("policy metadata.name must be set");
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    const std::optional<v1::Policy> stored = FindPolicy(db, name);
+    const std::string& expected = policy.metadata().resource_version();
+    if (!expected.empty() &&
+        (!stored.has_value() || stored->metadata().resource_version() != expected)) {
+      return PreconditionFailed(name, stored, expected);
+    }
+    PolicyWriteResult result;
+    result.created = !stored.has_value();
+    const bool spec_changed =
+        !stored.has_value() ||
+        !google::protobuf::util::MessageDifferencer::Equals(stored->spec(), policy.spec());
+    const bool meta_changed =
+        !stored.has_value() || !SameLabelsAndAnnotations(stored->metadata(), policy.metadata());
+    if (!spec_changed && !meta_changed) {
+      result.policy = *stored;
+      result.bundle_version = static_cast<uint64_t>(ReadMeta(db, "bundle_version"));
+      return result;
+    }
+    const int64_t revision = ReadMeta(db, "revision") + 1;
+    const int64_t bundle_version = ReadMeta(db, "bundle_version") + 1;
+    v1::Policy out;
+    v1::ObjectMeta* meta = out.mutable_metadata();
+    meta->set_name(name);
+    *meta->mutable_labels() = policy.metadata().labels();
+    *meta->mutable_annotations() = policy.metadata().annotations();
+    meta->set_resource_version(absl::StrCat(revision));
+    if (stored.has_value()) {
+      meta->set_uid(stored->metadata().uid());
+      meta->set_generation(stored->metadata().generation() + (spec_changed ? 1 : 0));
+      *meta->mutable_create_time() = stored->metadata().create_time();
+    } else {
+      meta->set_uid(NewUid());
+      meta->set_generation(1);
+      *meta->mutable_create_time() = common::TimeToProto(now);
+    }
+    *meta->mutable_update_time() = common::TimeToProto(now);
+    *out.mutable_spec() = policy.spec();
+
+    std::string buffer;
+    SQLite::Statement upsert(db,
+                             "INSERT INTO policies (name, resource_version, record) VALUES "
+                             "(?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                             "resource_version = excluded.resource_version, "
+                             "record = excluded.record");
+    upsert.bind(1, name);
+    upsert.bind(2, revision);
+    BindRecord(upsert, 3, out, &buffer);
+    upsert.exec();
+    WriteMeta(db, "revision", revision);
+    WriteMeta(db, "bundle_version", bundle_version);
+    transaction.commit();
+    result.policy = std::move(out);
+    result.changed = true;
+    result.bundle_version = static_cast<uint64_t>(bundle_version);
+    return result;
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot store policy ", name), path_);
+  }
+}
+
+absl::StatusOr<PolicyDeleteResult> Store::DeletePolicy(std::string_view name,
+                                                       std::string_view resource_version) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    std::optional<v1::Policy> stored = FindPolicy(db, name);
+    if (!stored.has_value()) {
+      return absl::NotFoundError(absl::StrCat("policy ", ToAbslView(name), " does not exist"));
+    }
+    if (!resource_version.empty() && stored->metadata().resource_version() != resource_version) {
+      return PreconditionFailed(name, stored, resource_version);
+    }
+    SQLite::Statement remove(db, "DELETE FROM policies WHERE name = ?");
+    remove.bind(1, std::string(name));
+    remove.exec();
+    const int64_t revision = ReadMeta(db, "revision") + 1;
+    const int64_t bundle_version = ReadMeta(db, "bundle_version") + 1;
+    WriteMeta(db, "revision", revision);
+    WriteMeta(db, "bundle_version", bundle_version);
+    transaction.commit();
+    return PolicyDeleteResult{*std::move(stored), static_cast<uint64_t>(bundle_version)};
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot delete policy ", ToAbslView(name)), path_);
+  }
+}
+
+absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
+                                 absl::Span<const v1::Event> events, size_t max_events,
+                                 absl::Time events_min_time) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    std::string buffer;
+    SQLite::Statement upsert_host(db,
+                                  "INSERT INTO hosts (id, record) VALUES (?, ?) ON CONFLICT (id) "
+                                  "DO UPDATE SET record = excluded.record");
+    SQLite::Statement clear_adapters(db, "DELETE FROM adapters WHERE host_id = ?");
+    SQLite::Statement insert_adapter(db,
+                                     "INSERT INTO adapters (host_id, id, record) VALUES (?, ?, ?)");
+    for (const HostRecord& record : hosts) {
+      const std::string& id = record.host.metadata().name();
+      upsert_host.bind(1, id);
+      BindRecord(upsert_host, 2, record.host, &buffer);
+      upsert_host.exec();
+      upsert_host.reset();
+      clear_adapters.bind(1, id);
+      clear_adapters.exec();
+      clear_adapters.reset();
+      for (const v1::Adapter& adapter : record.adapters) {
+        insert_adapter.bind(1, id);
+        insert_adapter.bind(2, adapter.metadata().name());
+        BindRecord(insert_adapter, 3, adapter, &buffer);
+        insert_adapter.exec();
+        insert_adapter.reset();
+      }
+    }
+    SQLite::Statement upsert_event(
+        db,
+        "INSERT INTO events (resource_version, name, last_time_ns, record) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET resource_version = excluded.resource_version, "
+        "last_time_ns = excluded.last_time_ns, record = excluded.record");
+    int64_t last_event_version = ReadMeta(db, "last_event_version");
+    for (const v1::Event& event : events) {
+      int64_t version = 0;
+      if (!absl::SimpleAtoi(event.metadata().resource_version(), &version)) {
+        throw SQLite::Exception(
+            absl::StrCat("event ", event.metadata().name(), " has no numeric resource version"),
+            SQLITE_MISUSE);
+      }
+      upsert_event.bind(1, version);
+      upsert_event.bind(2, event.metadata().name());
+      upsert_event.bind(3, absl::ToUnixNanos(common::TimeFromProto(event.last_time())));
+      BindRecord(upsert_event, 4, event, &buffer);
+      upsert_event.exec();
+      upsert_event.reset();
+      last_event_version = std::max(last_event_version, version);
+    }
+    WriteMeta(db, "last_event_version", last_event_version);
+    SQLite::Statement prune_count(
+        db,
+        "DELETE FROM events WHERE resource_version <= (SELECT resource_version FROM events "
+        "ORDER BY resource_version DESC LIMIT 1 OFFSET ?)");
+    prune_count.bind(1, static_cast<int64_t>(max_events));
+    prune_count.exec();
+    SQLite::Statement prune_age(db, "DELETE FROM events WHERE last_time_ns < ?");
+    prune_age.bind(1, absl::ToUnixNanos(events_min_time));
+    prune_age.exec();
+    transaction.commit();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot save the registry", path_);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rxfleet::server

@@ -1,0 +1,148 @@
+#pragma once
+
+// Durable state of rxfleet-server in one SQLite file: policies with resource versions, the
+// bundle version, the host/adapter registry and fleet events.
+//
+// Durability: WAL journal with synchronous=FULL, so a call that returned OK survives a
+// `kill -9` or a power cut. Every write is one transaction (BEGIN IMMEDIATE): a failed write
+// (database locked, disk full, read-only file, I/O error) rolls back completely, is returned to
+// the caller with SQLite's reason, and leaves the store usable.
+//
+// Schema: versioned migrations recorded in `schema_migrations`; Open applies the missing ones
+// in order, each in its own transaction, and refuses a file whose schema is newer than this
+// program knows.
+//
+// Thread-safety: all methods may be called from any thread; calls are serialised on the one
+// connection.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "rxfleet/v1/adapter.pb.h"
+#include "rxfleet/v1/event.pb.h"
+#include "rxfleet/v1/host.pb.h"
+#include "rxfleet/v1/policy.pb.h"
+
+namespace SQLite {
+class Database;
+}  // namespace SQLite
+
+namespace rxfleet::server {
+
+/// Default database path of the packaged server.
+inline constexpr std::string_view kDefaultDatabasePath = "/var/lib/rxfleet/server.db";
+
+struct StoreOptions {
+  /// Database file. Its directory is created (mode 0750) if missing; the file is created if
+  /// missing.
+  std::string path = std::string(kDefaultDatabasePath);
+  /// How long a write waits for a lock held by another connection before failing with
+  /// Unavailable. [0, 1 min].
+  absl::Duration busy_timeout = absl::Seconds(5);
+  /// Largest size the database file may grow to, in bytes (SQLite max_page_count); a write
+  /// that needs more fails with ResourceExhausted, like on a full disk. 0 = no limit.
+  uint64_t max_size_bytes = 0;
+};
+
+/// Result of ApplyPolicy.
+struct PolicyWriteResult {
+  /// The policy as stored: metadata.uid, resource_version, generation, create_time and
+  /// update_time set by the store; status cleared.
+  v1::Policy policy;
+  /// True if no policy of that name existed.
+  bool created = false;
+  /// False if the stored policy already had exactly this spec, labels and annotations; then
+  /// nothing was written and no version moved.
+  bool changed = false;
+  /// The bundle version after the write (bumped by one when `changed`).
+  uint64_t bundle_version = 0;
+};
+
+/// Result of DeletePolicy.
+struct PolicyDeleteResult {
+  /// The policy as it was stored before the delete.
+  v1::Policy policy;
+  /// The bundle version after the delete (bumped by one).
+  uint64_t bundle_version = 0;
+};
+
+/// One host with all its adapters, as the registry persists it.
+struct HostRecord {
+  v1::Host host;
+  std::vector<v1::Adapter> adapters;
+};
+
+/// Everything the server loads at start-up.
+struct StoredState {
+  uint64_t bundle_version = 0;       ///< >= 1
+  std::vector<v1::Policy> policies;  ///< ordered by name
+  std::vector<HostRecord> hosts;     ///< ordered by host id, adapters by adapter id
+  std::vector<v1::Event> events;     ///< the newest `max_events`, oldest first
+  /// Highest event resource version ever assigned (0 if none), including pruned events.
+  uint64_t last_event_version = 0;
+};
+
+class Store {
+ public:
+  /// Latest schema version this program writes.
+  static int LatestSchemaVersion();
+
+  /// Opens (creating if needed) and migrates the database. Errors: InvalidArgument for bad
+  /// options; FailedPrecondition if the file is not an SQLite database, its schema is newer
+  /// than LatestSchemaVersion(), or the directory cannot be created; Unavailable if it is
+  /// locked; Internal for other SQLite errors. Messages name the path.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  /// Schema version of the open file (== LatestSchemaVersion() after Open).
+  absl::StatusOr<int> SchemaVersion();
+
+  /// Loads policies, bundle version, hosts/adapters and the newest `max_events` events.
+  absl::StatusOr<StoredState> Load(size_t max_events);
+
+  /// Creates or replaces a policy (metadata.name must be set; the caller has validated it).
+  /// metadata.resource_version is the precondition: empty = unconditional; set = must equal
+  /// the stored version, else Aborted("policy X was modified (resource version 7, you have 5);
+  /// get it again and retry") or, if the policy does not exist, Aborted("policy X does not
+  /// exist (you have resource version 5); ..."). generation starts at 1 and grows when the spec
+  /// changes; resource_version is the store-wide revision of the write (decimal, monotonic).
+  /// A changed write bumps the bundle version in the same transaction. Write errors: see
+  /// StatusFromSqlite (Unavailable, ResourceExhausted, FailedPrecondition, Internal).
+  absl::StatusOr<PolicyWriteResult> ApplyPolicy(const v1::Policy& policy, absl::Time now);
+
+  /// Deletes a policy. NotFound if it does not exist; Aborted if `resource_version` is set and
+  /// differs from the stored one. Bumps the bundle version in the same transaction.
+  absl::StatusOr<PolicyDeleteResult> DeletePolicy(std::string_view name,
+                                                  std::string_view resource_version);
+
+  /// Persists registry changes and new/updated events in one transaction: each HostRecord
+  /// replaces the stored host and all its adapters; events are upserted by metadata.name
+  /// (a folded event keeps its name and gets a new resource_version). Then prunes events
+  /// beyond the newest `max_events` and those whose last_time is before `events_min_time`.
+  absl::Status SaveRegistry(absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events,
+                            size_t max_events, absl::Time events_min_time);
+
+ private:
+  explicit Store(std::string path);
+  absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string path_;
+  absl::Mutex mu_;
+  std::unique_ptr<SQLite::Database> db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rxfleet::server
