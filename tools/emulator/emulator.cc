@@ -7,6 +7,7 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -334,7 +335,9 @@ absl::Status Run::TickTraffic() {
 }
 
 void Run::Terminate(int sig) {
-  if (child_ > 0 && !child_exited_) kill(child_, sig);
+  if (child_ <= 0 || child_exited_) return;
+  // The child leads its own process group: signal the group so its descendants go too.
+  if (kill(-child_, sig) != 0) kill(child_, sig);
 }
 
 void Run::HandleSignal(int sig) {
@@ -389,7 +392,9 @@ int Run::Execute() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE}) sigaddset(&defaults, sig);
   posix_spawnattr_setsigmask(&attr, &empty);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   const Clock::time_point start = Clock::now();
   core_.SetStart(start);
   const int rc = posix_spawnp(&child_, c_args[0], nullptr, &attr, c_args.data(), c_env.data());
@@ -401,6 +406,11 @@ int Run::Execute() {
     child_exited_ = true;
     child_code_ = exit_code;
   }
+  // Like a shell, hand the terminal to the child's process group when we own it, so the
+  // child can read the terminal and Ctrl-C reaches it.
+  const bool gave_terminal = rc == 0 && isatty(STDIN_FILENO) &&
+                             tcgetpgrp(STDIN_FILENO) == getpgrp() &&
+                             tcsetpgrp(STDIN_FILENO, child_) == 0;
 
   size_t next_event = 0;
   double next_tick = kTrafficTickSeconds;
@@ -437,7 +447,7 @@ int Run::Execute() {
     }
     if (kill_at_ && t >= *kill_at_) {
       Log(absl::StrCat(options_.command[0], " is still running; sending SIGKILL"));
-      kill(child_, SIGKILL);
+      Terminate(SIGKILL);
       kill_at_.reset();
     }
 
@@ -461,6 +471,13 @@ int Run::Execute() {
       child_exited_ = true;
       child_code_ = ExitCodeFromStatus(status);
     }
+  }
+  if (gave_terminal) {
+    sigset_t ttou;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &ttou, nullptr);
+    tcsetpgrp(STDIN_FILENO, getpgrp());
   }
   const double duration = core_.Now();
   {

@@ -773,16 +773,10 @@ absl::StatusOr<Lab> ParseLab(const std::string& yaml_text, const std::string& di
                      absl::StrCat("duplicate device name '", *name_or, "'"));
     }
     spec.name = *name_or;
-    // Pre-read vid/pid/serial so netdev defaults (driver, MAC) see them regardless of order.
+    // ApplyConfig reads the netdev last, so its defaults (driver, MAC) see vid/pid/serial.
     spec.config.interfaces = DefaultInterfaces();
-    spec.config.max_power_ma = 0;
-    {
-      YAML::Node pre = YAML::Clone(d);
-      pre.remove("netdev");
-      RX_RETURN_IF_ERROR(ApplyConfig(r, pre, f, spec.name, spec.config));
-    }
-    if (!d["max_power_ma"]) spec.config.max_power_ma = spec.config.SuperSpeed() ? 896 : 500;
     RX_RETURN_IF_ERROR(ApplyConfig(r, d, f, spec.name, spec.config));
+    if (!d["max_power_ma"]) spec.config.max_power_ma = spec.config.SuperSpeed() ? 896 : 500;
     if (spec.config.netdev) {
       if (!netdev_names.insert(spec.config.netdev->name).second) {
         return r.Error(d["netdev"], f + ".netdev.name",

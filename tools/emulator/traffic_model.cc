@@ -29,7 +29,8 @@ double Fraction(std::optional<uint32_t> hold_us) {
 }
 
 double Interpolate(const Point& p, std::optional<uint32_t> hold_us) {
-  return p.at_short + Fraction(hold_us) * (p.at_long - p.at_short);
+  const double f = Fraction(hold_us);
+  return (1 - f) * p.at_short + f * p.at_long;
 }
 
 bool Slow(double speed_mbps) { return speed_mbps < 480; }

@@ -177,25 +177,6 @@ bool UsbfsServer::HandleIoctl(UMockdevIoctlClient* client) {
       return complete(0, 0);
     }
 
-    default:
-      break;
-  }
-
-  if (!alive) return complete(-1, ENODEV);
-
-  switch (request) {
-    case USBDEVFS_GET_CAPABILITIES: {
-      UMockdevIoctlData* caps = Resolve(arg, 0, sizeof(uint32_t));
-      if (caps == nullptr) return complete(-1, EFAULT);
-      const uint32_t value = USBDEVFS_CAP_ZERO_PACKET | USBDEVFS_CAP_BULK_CONTINUATION |
-                             USBDEVFS_CAP_NO_PACKET_SIZE_LIM | USBDEVFS_CAP_REAP_AFTER_DISCONNECT |
-                             USBDEVFS_CAP_BULK_SCATTER_GATHER;
-      std::memcpy(caps->data, &value, sizeof(value));
-      complete(0, 0);
-      Release(caps);
-      return true;
-    }
-
     case USBDEVFS_SUBMITURB: {
       UMockdevIoctlData* urb_data = Resolve(arg, 0, sizeof(usbdevfs_urb));
       if (urb_data == nullptr) return complete(-1, EFAULT);
@@ -232,8 +213,14 @@ bool UsbfsServer::HandleIoctl(UMockdevIoctlClient* client) {
           } else {
             std::vector<uint8_t> out_data;
             if (!held.in) out_data.assign(b + 8, b + 8 + setup.length);
-            ControlOutcome outcome =
-                router_->Control(state->device, state->incarnation, setup, out_data);
+            // A bound client reaches the device model even after an unplug, so the attempt is
+            // logged (result no_device) and answered with ENODEV.
+            ControlOutcome outcome;
+            if (state->bound) {
+              outcome = router_->Control(state->device, state->incarnation, setup, out_data);
+            } else {
+              outcome.submit_errno = ENODEV;
+            }
             submit_errno = outcome.submit_errno;
             hold_forever = outcome.pending;
             held.status = outcome.status;
@@ -241,6 +228,8 @@ bool UsbfsServer::HandleIoctl(UMockdevIoctlClient* client) {
             held.out_length = held.in ? 0 : setup.length;
           }
         }
+      } else if (!alive) {
+        submit_errno = ENODEV;
       } else if (u->type == USBDEVFS_URB_TYPE_BULK || u->type == USBDEVFS_URB_TYPE_INTERRUPT) {
         if (held.in) {
           hold_forever = true;
@@ -261,6 +250,25 @@ bool UsbfsServer::HandleIoctl(UMockdevIoctlClient* client) {
         state->ready.push_back(std::move(held));
       }
       return complete(0, 0);
+    }
+
+    default:
+      break;
+  }
+
+  if (!alive) return complete(-1, ENODEV);
+
+  switch (request) {
+    case USBDEVFS_GET_CAPABILITIES: {
+      UMockdevIoctlData* caps = Resolve(arg, 0, sizeof(uint32_t));
+      if (caps == nullptr) return complete(-1, EFAULT);
+      const uint32_t value = USBDEVFS_CAP_ZERO_PACKET | USBDEVFS_CAP_BULK_CONTINUATION |
+                             USBDEVFS_CAP_NO_PACKET_SIZE_LIM | USBDEVFS_CAP_REAP_AFTER_DISCONNECT |
+                             USBDEVFS_CAP_BULK_SCATTER_GATHER;
+      std::memcpy(caps->data, &value, sizeof(value));
+      complete(0, 0);
+      Release(caps);
+      return true;
     }
 
     case USBDEVFS_CLAIMINTERFACE:

@@ -1,0 +1,98 @@
+#include "tools/emulator/device_model.h"
+
+#include <cerrno>
+
+#include "gtest/gtest.h"
+
+namespace rxfleet::emulator {
+namespace {
+
+DeviceSpec Spec() {
+  DeviceSpec spec;
+  spec.name = "a";
+  spec.config.vid = 0x0bda;
+  spec.config.pid = 0x8912;
+  spec.config.speed_mbps = 5000;
+  spec.config.bus = 2;
+  spec.config.port = "2";
+  spec.config.devnum = 10;
+  spec.config.interfaces = DefaultInterfaces();
+  spec.registers = {{0x6000, 0x80FF2014}};
+  return spec;
+}
+
+ControlSetup Read(uint32_t address, uint16_t length) {
+  return {0xC0, 0x05, static_cast<uint16_t>(address & 0xffff), static_cast<uint16_t>(address >> 16),
+          length};
+}
+
+ControlSetup Write(uint32_t address, uint16_t length) {
+  return {0x40, 0x05, static_cast<uint16_t>(address & 0xffff), static_cast<uint16_t>(address >> 16),
+          length};
+}
+
+TEST(RegisterMapTest, ByteAddressedLittleEndian) {
+  RegisterMap m({{0x6000, 0x80FF2014}});
+  EXPECT_EQ(m.Read(0x6000, 4), (std::vector<uint8_t>{0x14, 0x20, 0xff, 0x80}));
+  m.Write(0x6001, {0x01});
+  EXPECT_EQ(m.Read32(0x6000), 0x80FF0114u);
+  EXPECT_EQ(m.Read32(0x7000), 0u);
+  m.Write(0x7002, {0xaa});
+  EXPECT_EQ(m.Words().at(0x7000), 0x00aa0000u);
+}
+
+TEST(EmulatedDeviceTest, VendorReadWriteAndLog) {
+  EmulatedDevice d(Spec(), HostClass::kX86);
+  ControlOutcome r = d.HandleControl(1, Read(0x6000, 4), {}, 0.1);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.in_data, (std::vector<uint8_t>{0x14, 0x20, 0xff, 0x80}));
+  r = d.HandleControl(1, Write(0x6000, 4), {0x14, 0x01, 0xff, 0x80}, 0.2);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(d.Register32(0x6000), 0x80FF0114u);
+  ASSERT_EQ(d.transfers().size(), 2u);
+  EXPECT_FALSE(d.transfers()[1].in);
+  EXPECT_EQ(d.transfers()[1].address, 0x6000u);
+  const nlohmann::json j = d.StateJson();
+  EXPECT_EQ(j["transfers"][1]["value"], "0x80ff0114");
+  EXPECT_EQ(j["registers"]["0x6000"], "0x80ff0114");
+  EXPECT_EQ(j["hold_us"], 32);
+}
+
+TEST(EmulatedDeviceTest, OtherRequestsStall) {
+  EmulatedDevice d(Spec(), HostClass::kX86);
+  EXPECT_EQ(d.HandleControl(1, {0xC0, 0x06, 0x6000, 0, 4}, {}, 0).status, -EPIPE);
+  EXPECT_EQ(d.HandleControl(1, Read(0x6000, 3), {}, 0).status, -EPIPE);
+  EXPECT_EQ(d.HandleControl(1, {0x00, 0x09, 1, 0, 0}, {}, 0).status, -EPIPE);  // SET_CONFIG
+  EXPECT_EQ(d.transfers().back().result, TransferResult::kStall);
+  ControlOutcome desc = d.HandleControl(1, {0x80, 0x06, 0x0300, 0, 255}, {}, 0);
+  EXPECT_EQ(desc.status, 0);
+  EXPECT_EQ(desc.in_data, (std::vector<uint8_t>{4, 3, 9, 4}));
+}
+
+TEST(EmulatedDeviceTest, ModesAsleepFailAndUnplug) {
+  EmulatedDevice d(Spec(), HostClass::kX86);
+  d.SetAsleep(true);
+  EXPECT_EQ(d.HandleControl(1, Read(0x6000, 4), {}, 0).in_data,
+            (std::vector<uint8_t>{0xef, 0xbe, 0xad, 0xde}));
+  d.HandleControl(1, Write(0x6000, 4), {1, 2, 3, 4}, 0);
+  EXPECT_EQ(d.Register32(0x6000), 0x80FF2014u);
+  EXPECT_EQ(d.transfers().back().result, TransferResult::kAsleep);
+  d.SetAsleep(false);
+  d.FailNext(1, FailMode::kTimeout);
+  EXPECT_TRUE(d.HandleControl(1, Read(0x6000, 4), {}, 0).pending);
+  d.FailNext(1, FailMode::kProtocolError);
+  EXPECT_EQ(d.HandleControl(1, Read(0x6000, 4), {}, 0).status, -EPROTO);
+  EXPECT_EQ(d.HandleControl(1, Read(0x6000, 4), {}, 0).status, 0);
+  d.Unplug();
+  EXPECT_EQ(d.HandleControl(1, Read(0x6000, 4), {}, 0).submit_errno, ENODEV);
+  DeviceConfig moved = d.config();
+  moved.bus = 3;
+  d.Plug(moved, false);
+  EXPECT_EQ(d.incarnation(), 2u);
+  EXPECT_EQ(d.HandleControl(1, Read(0x6000, 4), {}, 0).submit_errno, ENODEV);  // old handle
+  EXPECT_EQ(d.HandleControl(2, Read(0x6000, 4), {}, 0).status, 0);
+  EXPECT_EQ(d.transfers().back().result, TransferResult::kOk);
+}
+
+}  // namespace
+}  // namespace rxfleet::emulator
