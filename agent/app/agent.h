@@ -1,0 +1,185 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/app/host_facts.h"
+#include "agent/app/local_policies.h"
+#include "agent/collectors/window.h"
+#include "agent/reconcile/adapter_manager.h"
+#include "agent/reconcile/adapter_snapshot.h"
+#include "agent/reconcile/log.h"
+#include "agent/reconcile/policy_set.h"
+#include "agent/usb/device_source.h"
+#include "common/policy/policy.h"
+#include "rxfleet/v1/local_status.pb.h"
+
+namespace rxfleet::agent {
+
+/// How the agent runs.
+enum class AgentMode {
+  kOnce,        ///< enumerate, reconcile every adapter once, report, exit
+  kStandalone,  ///< run the reconcile loop on local policy until Stop()
+};
+
+/// Validated configuration of one agent (flags and config file already merged).
+struct AgentOptions {
+  AgentMode mode = AgentMode::kStandalone;
+  /// Host id reported to the server and the local status endpoint; 1..63 of [a-z0-9.-].
+  std::string host_id;
+  /// Explicit host labels (--label, config). They win over detected ones (arch, board, kernel).
+  std::map<std::string, std::string> labels;
+  /// Local policy files and directories (default {kDefaultPolicyDir}).
+  std::vector<std::string> policy_paths = {kDefaultPolicyDir};
+  /// Level-based re-check period of each adapter (one register read when in sync). > 0.
+  absl::Duration reconcile_period = absl::Seconds(10);
+  /// Full re-enumeration period: the safety net behind hotplug, the only detection without it.
+  absl::Duration rescan_period = absl::Seconds(30);
+  /// How often local policy files are checked for changes (metadata only).
+  absl::Duration policy_poll_period = absl::Seconds(2);
+  /// How long unplugged adapters stay listed (state gone).
+  absl::Duration gone_retention = absl::Minutes(10);
+  std::string sysfs_root = "/sys";
+  std::string procfs_root = "/proc";
+  /// State that must survive restarts (the server link's last good bundle). Not touched in
+  /// standalone and once modes.
+  std::string state_dir = "/var/lib/rxfleet/agent";
+  /// Unix socket of the local status endpoint; empty = disabled. Standalone mode only.
+  std::string status_socket;
+  /// HOST:PORT of the Prometheus endpoint; empty = disabled. Standalone mode only.
+  std::string metrics_address;
+  /// ICMP RTT probes through each adapter's netdev, for metric windows: empty = off,
+  /// "gateway" = each netdev's default gateway, else an IPv4 literal. Standalone mode only.
+  std::string probe_target;
+  /// Length of the per-adapter metric windows (experiments). > 0.
+  absl::Duration metric_window = absl::Seconds(60);
+};
+
+/// The agent core: wires the device source, the adapter manager (reconcile), local policy
+/// files, host labels, metrics and collectors, and the local status endpoint.
+///
+/// Threads: Run() is the reconcile loop and owns all device I/O. Everything else (Stop,
+/// ReloadLocalPolicies, SetServerBundle, snapshots, status) may be called from any thread.
+///
+/// For the server link:
+///  - SetServerBundle validates a complete bundle and either rejects it whole (the previous
+///    bundle stays in force) or swaps it in and requeues every adapter;
+///  - AddObserver delivers adapter changes (AdapterObserver) from the loop thread;
+///  - Snapshots()/Snapshot() give per-adapter state; AdapterSnapshotToProto
+///    (agent/status/adapter_proto.h) turns one into a v1.Adapter;
+///  - LastMetricWindows() gives the last completed metric window per adapter;
+///  - SetServerLinkStatus() feeds the link's state into the local status endpoint.
+class Agent {
+ public:
+  /// Loads the local policies and detects host labels. `source` may be null: the libusb source
+  /// is created on `options.sysfs_root`. Errors: InvalidArgument for bad options, labels or
+  /// policy files (message with FILE:LINE), NotFound for a missing policy file — configuration
+  /// errors (exit code 2); Internal when libusb cannot be initialised (exit code 1).
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options,
+                                                       std::unique_ptr<DeviceSource> source,
+                                                       LogSink log);
+  ~Agent();
+
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  /// --once: enumerate, reconcile every supported adapter once (opening each only during its
+  /// pass), and return the snapshots ordered by id. Errors: the enumeration error (Internal).
+  absl::StatusOr<std::vector<AdapterSnapshot>> RunOnce();
+
+  /// The standalone loop. Starts the status and metrics endpoints (a failure there is logged
+  /// and only that endpoint stays off), hotplug (else periodic rescans), collectors; then
+  /// reconciles, rescans and polls policy files until Stop(). On return hotplug is stopped, no
+  /// transfer is in flight, the status socket is removed. Returns OK after Stop().
+  absl::Status Run();
+
+  /// Makes Run() return after the adapter pass in progress. Any thread; idempotent.
+  void Stop();
+
+  /// Reloads local policy files now (SIGHUP). A failed load is logged with file and line and
+  /// the previous set stays in force. Any thread; the loop performs the reload.
+  void ReloadLocalPolicies();
+
+  /// Replaces the server layer (policies and experiment assignments) as a whole. Validates
+  /// everything first (ValidateServerBundle against the layouts of the adapters known now);
+  /// on error returns InvalidArgument naming the offending policy/assignment and keeps the last
+  /// good bundle. On success every adapter is requeued; their snapshots then carry the version.
+  absl::Status SetServerBundle(uint64_t version, std::vector<common::Policy> policies,
+                               std::vector<ExperimentAssignment> assignments);
+  /// Version of the bundle in effect; 0 if none.
+  uint64_t active_bundle_version() const;
+
+  /// Adds an observer of adapter changes (not owned; must outlive the agent). Call before Run.
+  void AddObserver(AdapterObserver* observer);
+
+  std::vector<AdapterSnapshot> Snapshots() const;
+  std::optional<AdapterSnapshot> Snapshot(const std::string& adapter_id) const;
+
+  /// Last completed metric window per adapter (empty before the first, and in once mode).
+  std::map<std::string, AdapterWindow> LastMetricWindows() const;
+  /// Completed windows so far (grows by one per window close).
+  uint64_t completed_metric_windows() const;
+
+  /// The local status answer (also what `rxfleetctl --local status` shows).
+  v1::GetStatusResponse Status(bool include_gone) const;
+  /// Server link state for the status answer (default: standalone).
+  void SetServerLinkStatus(v1::ServerLinkStatus status);
+
+  const std::string& host_id() const { return options_.host_id; }
+  /// Effective host labels: detected, overridden by explicit ones.
+  const std::map<std::string, std::string>& labels() const { return labels_; }
+  const HostFacts& host_facts() const { return facts_; }
+  const AgentOptions& options() const { return options_; }
+
+ private:
+  class Telemetry;  // metrics registry, adapter metrics, collectors, sampler, exporter
+
+  Agent(AgentOptions options, std::unique_ptr<DeviceSource> source, LogSink log);
+  void PollLocalPolicies(bool force);
+  void PublishPolicies();
+  void Wake();
+
+  AgentOptions options_;
+  std::unique_ptr<DeviceSource> source_;
+  LogSink log_;
+  HostFacts facts_;
+  std::map<std::string, std::string> labels_;
+  LocalPolicyFiles local_files_;
+  std::unique_ptr<AdapterManager> manager_;
+  std::unique_ptr<Telemetry> telemetry_;
+  std::vector<AdapterObserver*> observers_;
+  const absl::Time start_time_;
+
+  // Loop thread only.
+  std::string local_fingerprint_;
+  std::string logged_policy_error_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_cv_;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool reload_requested_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<common::Policy> local_policies_ ABSL_GUARDED_BY(mu_);
+  std::optional<ServerBundle> bundle_ ABSL_GUARDED_BY(mu_);
+  v1::LocalPolicyFileStatus local_status_ ABSL_GUARDED_BY(mu_);
+  v1::ServerLinkStatus link_status_ ABSL_GUARDED_BY(mu_);
+  std::string metrics_bound_ ABSL_GUARDED_BY(mu_);
+};
+
+/// Host id check: 1..63 characters of [a-z0-9.-], starting and ending alphanumeric.
+absl::Status ValidateHostId(const std::string& host_id);
+
+/// The default host id: the host name, lower-cased, with characters outside [a-z0-9.-] replaced
+/// by '-' (cut to 63); "localhost" if the name is empty.
+std::string DefaultHostId(const std::string& hostname);
+
+}  // namespace rxfleet::agent
