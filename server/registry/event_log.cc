@@ -1,0 +1,201 @@
+#include "server/registry/event_log.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/proto/time.h"
+
+namespace rxfleet::server {
+namespace {
+
+constexpr char kEventSource[] = "rxfleet-server";
+
+uint64_t VersionOf(const v1::Event& event) {
+  uint64_t version = 0;
+  return absl::SimpleAtoi(event.metadata().resource_version(), &version) ? version : 0;
+}
+
+}  // namespace
+
+bool EventMatches(const v1::ListEventsRequest& filter, const v1::Event& event) {
+  if (filter.audit() != event.has_audit()) return false;
+  if (!filter.involved_object_kind().empty() &&
+      filter.involved_object_kind() != event.involved_object().kind()) {
+    return false;
+  }
+  if (!filter.involved_object_name().empty() &&
+      filter.involved_object_name() != event.involved_object().name()) {
+    return false;
+  }
+  if (!filter.host_id().empty() && filter.host_id() != event.host_id()) return false;
+  if (filter.type() != v1::EVENT_TYPE_UNSPECIFIED && filter.type() != event.type()) return false;
+  if (filter.has_since_time() &&
+      common::TimeFromProto(event.last_time()) < common::TimeFromProto(filter.since_time())) {
+    return false;
+  }
+  return true;
+}
+
+EventLog::EventLog(EventLogOptions options, std::vector<v1::Event> loaded, uint64_t last_version)
+    : options_(std::move(options)), last_version_(last_version) {
+  absl::MutexLock lock(&mu_);
+  dropped_through_ = last_version;
+  for (v1::Event& event : loaded) {
+    const uint64_t version = VersionOf(event);
+    if (version == 0) continue;
+    dropped_through_ = std::min(dropped_through_, version - 1);
+    last_version_ = std::max(last_version_, version);
+    Insert(std::move(event));
+  }
+  PruneLocked(absl::Now());
+}
+
+EventLog::FoldKey EventLog::KeyOf(const v1::Event& event) {
+  return {event.involved_object().kind(),
+          event.involved_object().name(),
+          event.host_id(),
+          event.type(),
+          event.reason(),
+          event.message()};
+}
+
+void EventLog::Insert(v1::Event event) {
+  const uint64_t version = VersionOf(event);
+  if (!event.has_audit()) by_key_[KeyOf(event)] = version;
+  by_version_[version] = std::move(event);
+}
+
+v1::Event EventLog::Record(v1::Event event, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t version = ++last_version_;
+  v1::Event* stored = nullptr;
+  if (!event.has_audit()) {
+    auto key = by_key_.find(KeyOf(event));
+    if (key != by_key_.end()) {
+      auto previous = by_version_.find(key->second);
+      if (previous != by_version_.end() &&
+          now - common::TimeFromProto(previous->second.last_time()) <= options_.fold_window) {
+        v1::Event folded = std::move(previous->second);
+        by_version_.erase(previous);
+        folded.set_count(folded.count() + 1);
+        *folded.mutable_last_time() = common::TimeToProto(now);
+        folded.mutable_metadata()->set_resource_version(absl::StrCat(version));
+        *folded.mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
+        Insert(std::move(folded));
+        stored = &by_version_[version];
+      }
+    }
+  }
+  if (stored == nullptr) {
+    v1::ObjectMeta* meta = event.mutable_metadata();
+    meta->set_name(absl::StrCat("ev-", version));
+    meta->set_uid(meta->name());
+    meta->set_resource_version(absl::StrCat(version));
+    meta->set_generation(1);
+    *meta->mutable_create_time() = common::TimeToProto(now);
+    *meta->mutable_update_time() = common::TimeToProto(now);
+    if (event.source().empty()) event.set_source(kEventSource);
+    *event.mutable_first_time() = common::TimeToProto(now);
+    *event.mutable_last_time() = common::TimeToProto(now);
+    event.set_count(1);
+    Insert(std::move(event));
+    stored = &by_version_[version];
+  }
+  const v1::Event result = *stored;
+  unsaved_[result.metadata().name()] = result;
+  for (const auto& [id, watcher] : watchers_) {
+    if (EventMatches(watcher.filter, result)) watcher.fn(result);
+  }
+  PruneLocked(now);
+  return result;
+}
+
+void EventLog::PruneLocked(absl::Time now) {
+  const absl::Time min_time = now - options_.max_age;
+  while (!by_version_.empty()) {
+    auto oldest = by_version_.begin();
+    const bool too_many = by_version_.size() > std::max<size_t>(1, options_.max_events);
+    if (!too_many && common::TimeFromProto(oldest->second.last_time()) >= min_time) break;
+    dropped_through_ = std::max(dropped_through_, oldest->first);
+    auto key = by_key_.find(KeyOf(oldest->second));
+    if (key != by_key_.end() && key->second == oldest->first) by_key_.erase(key);
+    by_version_.erase(oldest);
+  }
+}
+
+std::vector<v1::Event> EventLog::List(const v1::ListEventsRequest& filter, uint64_t after_version,
+                                      size_t limit, bool* more) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Event> out;
+  *more = false;
+  for (auto it = by_version_.upper_bound(after_version); it != by_version_.end(); ++it) {
+    if (!EventMatches(filter, it->second)) continue;
+    if (out.size() == limit) {
+      *more = true;
+      break;
+    }
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+absl::StatusOr<uint64_t> EventLog::Watch(const v1::ListEventsRequest& filter,
+                                         std::optional<uint64_t> after_version, WatchFn fn) {
+  absl::MutexLock lock(&mu_);
+  if (after_version.has_value()) {
+    if (*after_version < dropped_through_) {
+      return absl::OutOfRangeError(
+          absl::StrCat("events after resource version ", *after_version,
+                       " are no longer held (the oldest resumable version is ", dropped_through_,
+                       "); list the events, then watch from the last listed version"));
+    }
+    for (auto it = by_version_.upper_bound(*after_version); it != by_version_.end(); ++it) {
+      if (EventMatches(filter, it->second)) fn(it->second);
+    }
+  }
+  const uint64_t id = next_watch_id_++;
+  watchers_.emplace(id, Watcher{filter, std::move(fn)});
+  return id;
+}
+
+void EventLog::Unwatch(uint64_t watch_id) {
+  absl::MutexLock lock(&mu_);
+  watchers_.erase(watch_id);
+}
+
+std::vector<v1::Event> EventLog::TakeUnsaved() {
+  absl::MutexLock lock(&mu_);
+  std::map<uint64_t, v1::Event> ordered;
+  for (auto& [name, event] : unsaved_) {
+    const uint64_t version = VersionOf(event);
+    ordered.emplace(version, std::move(event));
+  }
+  unsaved_.clear();
+  std::vector<v1::Event> out;
+  out.reserve(ordered.size());
+  for (auto& [version, event] : ordered) out.push_back(std::move(event));
+  return out;
+}
+
+void EventLog::ReturnUnsaved(std::vector<v1::Event> events) {
+  absl::MutexLock lock(&mu_);
+  for (v1::Event& event : events) {
+    auto it = unsaved_.find(event.metadata().name());
+    // A newer fold of the same event recorded meanwhile supersedes the returned one.
+    if (it != unsaved_.end() && VersionOf(it->second) >= VersionOf(event)) continue;
+    unsaved_[event.metadata().name()] = std::move(event);
+  }
+}
+
+uint64_t EventLog::last_version() const {
+  absl::MutexLock lock(&mu_);
+  return last_version_;
+}
+
+size_t EventLog::size() const {
+  absl::MutexLock lock(&mu_);
+  return by_version_.size();
+}
+
+}  // namespace rxfleet::server

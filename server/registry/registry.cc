@@ -1,0 +1,345 @@
+#include "server/registry/registry.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/proto/time.h"
+#include "common/string_view_compat.h"
+
+namespace rxfleet::server {
+namespace {
+
+using common::TimeFromProto;
+using common::TimeToProto;
+using common::ToAbslView;
+
+void SetCondition(v1::HostStatus* status, std::string_view type, bool value,
+                  std::string_view reason, std::string_view message, absl::Time since) {
+  v1::Condition* condition = status->add_conditions();
+  condition->set_type(std::string(type));
+  condition->set_status(value ? v1::CONDITION_STATUS_TRUE : v1::CONDITION_STATUS_FALSE);
+  condition->set_reason(std::string(reason));
+  condition->set_message(std::string(message));
+  *condition->mutable_last_transition_time() = TimeToProto(since);
+}
+
+}  // namespace
+
+bool IsGone(const v1::Adapter& adapter) {
+  return adapter.status().state() == v1::ADAPTER_STATE_GONE;
+}
+
+Registry::Registry(RegistryOptions options, std::vector<HostRecord> loaded)
+    : options_(std::move(options)) {
+  absl::MutexLock lock(&mu_);
+  for (HostRecord& record : loaded) {
+    Entry entry;
+    entry.host = std::move(record.host);
+    entry.host.mutable_status()->set_connected(false);
+    entry.host.mutable_status()->set_last_sent_version(0);
+    uint64_t revision = 0;
+    if (absl::SimpleAtoi(entry.host.metadata().resource_version(), &revision)) {
+      revision_ = std::max(revision_, revision);
+    }
+    for (v1::Adapter& adapter : record.adapters) {
+      const std::string id = adapter.metadata().name();
+      entry.adapters.emplace(id, std::move(adapter));
+    }
+    const std::string id = entry.host.metadata().name();
+    hosts_.emplace(id, std::move(entry));
+  }
+}
+
+Registry::Entry* Registry::Current(std::string_view host_id, uint64_t stream) {
+  auto it = hosts_.find(host_id);
+  if (it == hosts_.end() || it->second.stream != stream || stream == 0) return nullptr;
+  return &it->second;
+}
+
+void Registry::MarkDirty(const std::string& host_id, absl::Time now) {
+  Entry& entry = hosts_.at(host_id);
+  entry.host.mutable_metadata()->set_resource_version(absl::StrCat(++revision_));
+  *entry.host.mutable_metadata()->mutable_update_time() = TimeToProto(now);
+  dirty_.insert(host_id);
+}
+
+uint64_t Registry::Connect(const v1::Hello& hello, std::string_view peer, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  const std::string& id = hello.host_id();
+  auto [it, created] = hosts_.try_emplace(id);
+  Entry& entry = it->second;
+  v1::ObjectMeta* meta = entry.host.mutable_metadata();
+  if (created) {
+    meta->set_name(id);
+    meta->set_uid(absl::StrCat(id, "-", absl::ToUnixNanos(now)));
+    meta->set_generation(1);
+    *meta->mutable_create_time() = TimeToProto(now);
+  }
+  *meta->mutable_labels() = hello.labels();
+  *entry.host.mutable_spec()->mutable_labels() = hello.labels();
+  v1::HostStatus* status = entry.host.mutable_status();
+  status->set_connected(true);
+  *status->mutable_last_seen_time() = TimeToProto(now);
+  *status->mutable_connect_time() = TimeToProto(now);
+  status->set_agent_version(hello.agent_version());
+  *status->mutable_capabilities() = hello.capabilities();
+  status->set_peer_address(std::string(peer));
+  status->set_metrics_address(hello.metrics_address());
+  *status->mutable_host_info() = hello.host_info();
+  status->set_last_sent_version(0);
+  // Adapters carry a copy of the host's labels for label selectors.
+  for (auto& [adapter_id, adapter] : entry.adapters) {
+    *adapter.mutable_metadata()->mutable_labels() = hello.labels();
+  }
+  entry.stream = next_stream_++;
+  entry.last_sent_time = absl::InfinitePast();
+  MarkDirty(id, now);
+  return entry.stream;
+}
+
+bool Registry::Disconnect(std::string_view host_id, uint64_t stream, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  Entry* entry = Current(host_id, stream);
+  if (entry == nullptr) return false;
+  entry->stream = 0;
+  entry->host.mutable_status()->set_connected(false);
+  *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
+  MarkDirty(entry->host.metadata().name(), now);
+  return true;
+}
+
+bool Registry::Touch(std::string_view host_id, uint64_t stream, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  Entry* entry = Current(host_id, stream);
+  if (entry == nullptr) return false;
+  *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
+  // last_seen alone is persisted with the next real change or flush of this host.
+  dirty_.insert(entry->host.metadata().name());
+  return true;
+}
+
+void Registry::PutAdapter(Entry& entry, v1::Adapter adapter, absl::Time now) {
+  const std::string id = adapter.metadata().name();
+  adapter.set_host_id(entry.host.metadata().name());
+  v1::ObjectMeta* meta = adapter.mutable_metadata();
+  *meta->mutable_labels() = entry.host.metadata().labels();
+  auto previous = entry.adapters.find(id);
+  if (previous != entry.adapters.end()) {
+    *meta->mutable_create_time() = previous->second.metadata().create_time();
+    meta->set_uid(previous->second.metadata().uid());
+  } else {
+    *meta->mutable_create_time() = TimeToProto(now);
+    meta->set_uid(absl::StrCat(entry.host.metadata().name(), "/", id));
+  }
+  *meta->mutable_update_time() = TimeToProto(now);
+  entry.adapters[id] = std::move(adapter);
+}
+
+bool Registry::ReplaceAdapters(std::string_view host_id, uint64_t stream,
+                               const std::vector<v1::Adapter>& adapters, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  Entry* entry = Current(host_id, stream);
+  if (entry == nullptr) return false;
+  std::map<std::string, v1::Adapter> previous = std::move(entry->adapters);
+  entry->adapters.clear();
+  for (const v1::Adapter& adapter : adapters) {
+    auto old = previous.find(adapter.metadata().name());
+    if (old != previous.end()) entry->adapters.insert(*old);  // keeps create_time and uid
+    PutAdapter(*entry, adapter, now);
+  }
+  *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
+  MarkDirty(entry->host.metadata().name(), now);
+  return true;
+}
+
+bool Registry::UpdateAdapters(std::string_view host_id, uint64_t stream,
+                              const std::vector<v1::Adapter>& changed,
+                              const std::vector<std::string>& removed, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  Entry* entry = Current(host_id, stream);
+  if (entry == nullptr) return false;
+  for (const v1::Adapter& adapter : changed) PutAdapter(*entry, adapter, now);
+  for (const std::string& id : removed) entry->adapters.erase(id);
+  *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
+  MarkDirty(entry->host.metadata().name(), now);
+  return true;
+}
+
+bool Registry::RecordSent(std::string_view host_id, uint64_t stream, uint64_t version,
+                          absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  Entry* entry = Current(host_id, stream);
+  if (entry == nullptr) return false;
+  entry->host.mutable_status()->set_last_sent_version(version);
+  entry->last_sent_time = now;
+  dirty_.insert(entry->host.metadata().name());
+  return true;
+}
+
+bool Registry::RecordAck(std::string_view host_id, uint64_t stream, uint64_t version,
+                         absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  Entry* entry = Current(host_id, stream);
+  if (entry == nullptr) return false;
+  v1::HostStatus* status = entry->host.mutable_status();
+  status->set_last_acked_version(version);
+  *status->mutable_last_ack_time() = TimeToProto(now);
+  *status->mutable_last_seen_time() = TimeToProto(now);
+  if (status->has_last_nack() && status->last_nack().version() <= version) {
+    status->clear_last_nack();
+  }
+  MarkDirty(entry->host.metadata().name(), now);
+  return true;
+}
+
+bool Registry::RecordNack(std::string_view host_id, uint64_t stream, const v1::NackRecord& nack,
+                          absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  Entry* entry = Current(host_id, stream);
+  if (entry == nullptr) return false;
+  *entry->host.mutable_status()->mutable_last_nack() = nack;
+  *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
+  MarkDirty(entry->host.metadata().name(), now);
+  return true;
+}
+
+bool Registry::IsStale(const Entry& entry, absl::Time now) const {
+  const v1::HostStatus& status = entry.host.status();
+  if (now - TimeFromProto(status.last_seen_time()) > options_.stale_after) return true;
+  return entry.stream != 0 && status.last_acked_version() < status.last_sent_version() &&
+         now - entry.last_sent_time > options_.stale_after;
+}
+
+v1::Host Registry::View(const Entry& entry, absl::Time now, uint64_t latest_version) const {
+  v1::Host host = entry.host;
+  v1::HostStatus* status = host.mutable_status();
+  status->set_stale(IsStale(entry, now));
+  uint32_t count = 0;
+  for (const auto& [id, adapter] : entry.adapters) count += IsGone(adapter) ? 0 : 1;
+  status->set_adapter_count(count);
+  status->clear_conditions();
+  if (status->connected()) {
+    SetCondition(status, "Connected", true, "StreamOpen", "",
+                 TimeFromProto(status->connect_time()));
+  } else {
+    SetCondition(status, "Connected", false, "StreamClosed",
+                 "the agent's stream is closed; the host keeps its last good bundle",
+                 TimeFromProto(status->last_seen_time()));
+  }
+  const bool in_sync = status->last_acked_version() == latest_version;
+  std::string reason = "Acked";
+  std::string message;
+  if (!in_sync) {
+    if (status->has_last_nack()) {
+      reason = "BundleNacked";
+      message = absl::StrCat("bundle ", status->last_nack().version(),
+                             " rejected: ", status->last_nack().error_detail());
+    } else {
+      reason = "AckPending";
+      message = absl::StrCat("last ACKed bundle ", status->last_acked_version(), ", latest ",
+                             latest_version);
+    }
+  }
+  SetCondition(status, "InSync", in_sync, reason, message, TimeFromProto(status->last_ack_time()));
+  return host;
+}
+
+std::vector<v1::Host> Registry::ListHosts(absl::Time now, uint64_t latest_version) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Host> out;
+  out.reserve(hosts_.size());
+  for (const auto& [id, entry] : hosts_) out.push_back(View(entry, now, latest_version));
+  return out;
+}
+
+absl::StatusOr<v1::Host> Registry::GetHost(std::string_view host_id, absl::Time now,
+                                           uint64_t latest_version) const {
+  absl::MutexLock lock(&mu_);
+  auto it = hosts_.find(host_id);
+  if (it == hosts_.end()) {
+    return absl::NotFoundError(absl::StrCat("host ", ToAbslView(host_id), " is not known"));
+  }
+  return View(it->second, now, latest_version);
+}
+
+std::vector<v1::Adapter> Registry::ListAdapters(bool include_gone) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Adapter> out;
+  for (const auto& [host_id, entry] : hosts_) {
+    for (const auto& [id, adapter] : entry.adapters) {
+      if (include_gone || !IsGone(adapter)) out.push_back(adapter);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Adapter> Registry::GetAdapter(std::string_view host_id,
+                                                 std::string_view adapter_id) const {
+  absl::MutexLock lock(&mu_);
+  auto host = hosts_.find(host_id);
+  if (host == hosts_.end()) {
+    return absl::NotFoundError(absl::StrCat("host ", ToAbslView(host_id), " is not known"));
+  }
+  auto adapter = host->second.adapters.find(std::string(adapter_id));
+  if (adapter == host->second.adapters.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("host ", ToAbslView(host_id), " has no adapter ", ToAbslView(adapter_id)));
+  }
+  return adapter->second;
+}
+
+std::vector<Registry::MetricsTarget> Registry::MetricsTargets(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<MetricsTarget> out;
+  for (const auto& [id, entry] : hosts_) {
+    const v1::HostStatus& status = entry.host.status();
+    if (status.metrics_address().empty()) continue;
+    MetricsTarget target;
+    target.host_id = id;
+    target.address = status.metrics_address();
+    target.labels = {entry.host.metadata().labels().begin(), entry.host.metadata().labels().end()};
+    target.connected = status.connected();
+    target.stale = IsStale(entry, now);
+    out.push_back(std::move(target));
+  }
+  return out;
+}
+
+Registry::Counts Registry::counts() const {
+  absl::MutexLock lock(&mu_);
+  Counts counts;
+  counts.hosts = hosts_.size();
+  for (const auto& [id, entry] : hosts_) {
+    counts.connected_hosts += entry.host.status().connected() ? 1 : 0;
+    for (const auto& [adapter_id, adapter] : entry.adapters) {
+      counts.adapters += IsGone(adapter) ? 0 : 1;
+    }
+  }
+  return counts;
+}
+
+std::vector<HostRecord> Registry::TakeDirty() {
+  absl::MutexLock lock(&mu_);
+  std::vector<HostRecord> out;
+  out.reserve(dirty_.size());
+  for (const std::string& id : dirty_) {
+    auto it = hosts_.find(id);
+    if (it == hosts_.end()) continue;
+    HostRecord record;
+    record.host = it->second.host;
+    for (const auto& [adapter_id, adapter] : it->second.adapters) {
+      record.adapters.push_back(adapter);
+    }
+    out.push_back(std::move(record));
+  }
+  dirty_.clear();
+  return out;
+}
+
+void Registry::ReturnDirty(const std::vector<HostRecord>& records) {
+  absl::MutexLock lock(&mu_);
+  for (const HostRecord& record : records) dirty_.insert(record.host.metadata().name());
+}
+
+}  // namespace rxfleet::server

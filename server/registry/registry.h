@@ -1,0 +1,133 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rxfleet/v1/adapter.pb.h"
+#include "rxfleet/v1/agent_service.pb.h"
+#include "rxfleet/v1/host.pb.h"
+#include "server/store/store.h"
+
+namespace rxfleet::server {
+
+struct RegistryOptions {
+  /// A host is stale when nothing arrived on its stream for longer than this, or when it has
+  /// not ACKed a bundle sent to it for longer than this. > 0.
+  absl::Duration stale_after = absl::Minutes(5);
+};
+
+/// Hosts and their adapters as agents report them, in memory, with write-behind persistence
+/// (TakeDirty/ReturnDirty). Disconnected hosts stay listed with their last reported adapters.
+///
+/// Each AgentService stream gets a stream id from Connect(); every other write names it and is
+/// ignored (returns false) unless that stream is still the host's current one, so a replaced
+/// stream that is still draining cannot overwrite its successor's state.
+///
+/// Inputs are trusted: the AgentService boundary validates Hello, inventories and updates.
+/// Thread-safe.
+class Registry {
+ public:
+  /// `loaded`: the store's hosts; they start disconnected.
+  Registry(RegistryOptions options, std::vector<HostRecord> loaded);
+
+  /// A validated Hello opened a stream from `peer`: creates or updates the host (labels,
+  /// versions, capabilities, addresses, host info), marks it connected and makes this stream
+  /// its current one. Returns the new stream id (> 0). Adapters are kept until an inventory
+  /// replaces them.
+  uint64_t Connect(const v1::Hello& hello, std::string_view peer, absl::Time now);
+
+  /// The stream ended. Marks the host disconnected if `stream` is still its current one.
+  bool Disconnect(std::string_view host_id, uint64_t stream, absl::Time now);
+
+  /// A message arrived: moves last_seen.
+  bool Touch(std::string_view host_id, uint64_t stream, absl::Time now);
+
+  /// A full inventory: replaces every adapter of the host.
+  bool ReplaceAdapters(std::string_view host_id, uint64_t stream,
+                       const std::vector<v1::Adapter>& adapters, absl::Time now);
+
+  /// An update: upserts `changed` (complete adapters) and removes `removed` ids.
+  bool UpdateAdapters(std::string_view host_id, uint64_t stream,
+                      const std::vector<v1::Adapter>& changed,
+                      const std::vector<std::string>& removed, absl::Time now);
+
+  /// A bundle of `version` was written to the stream.
+  bool RecordSent(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
+  /// The agent ACKed `version` (nonce already checked by the stream). Clears last_nack.
+  bool RecordAck(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
+  /// The agent NACKed.
+  bool RecordNack(std::string_view host_id, uint64_t stream, const v1::NackRecord& nack,
+                  absl::Time now);
+
+  /// Hosts ordered by name, with status.stale, adapter_count and conditions computed for `now`
+  /// and `latest_version` (the current bundle version).
+  std::vector<v1::Host> ListHosts(absl::Time now, uint64_t latest_version) const;
+  /// One host; NotFound if unknown.
+  absl::StatusOr<v1::Host> GetHost(std::string_view host_id, absl::Time now,
+                                   uint64_t latest_version) const;
+
+  /// Adapters ordered by (host_id, name); metadata.labels carry the host's labels. GONE
+  /// adapters only with `include_gone`.
+  std::vector<v1::Adapter> ListAdapters(bool include_gone) const;
+  /// One adapter; NotFound if the host or the adapter is unknown.
+  absl::StatusOr<v1::Adapter> GetAdapter(std::string_view host_id,
+                                         std::string_view adapter_id) const;
+
+  /// A Prometheus scrape target: an agent's metrics endpoint.
+  struct MetricsTarget {
+    std::string host_id;
+    std::string address;  ///< Hello.metrics_address, never empty
+    std::map<std::string, std::string> labels;
+    bool connected = false;
+    bool stale = false;
+  };
+  /// Every host that announced a metrics address, ordered by host id.
+  std::vector<MetricsTarget> MetricsTargets(absl::Time now) const;
+
+  struct Counts {
+    size_t hosts = 0;
+    size_t connected_hosts = 0;
+    size_t adapters = 0;  ///< not GONE
+  };
+  Counts counts() const;
+
+  /// Hosts changed since the last call, with all their adapters, for the store.
+  std::vector<HostRecord> TakeDirty();
+  /// Marks hosts dirty again after a failed save.
+  void ReturnDirty(const std::vector<HostRecord>& records);
+
+ private:
+  struct Entry {
+    v1::Host host;                                // status.stale/adapter_count/conditions unset
+    std::map<std::string, v1::Adapter> adapters;  // by adapter id
+    uint64_t stream = 0;                          // current stream, 0 if none
+    absl::Time last_sent_time = absl::InfinitePast();
+  };
+
+  Entry* Current(std::string_view host_id, uint64_t stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PutAdapter(Entry& entry, v1::Adapter adapter, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDirty(const std::string& host_id, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsStale(const Entry& entry, absl::Time now) const;
+  v1::Host View(const Entry& entry, absl::Time now, uint64_t latest_version) const;
+
+  const RegistryOptions options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Entry, std::less<>> hosts_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+/// True for adapters the agent reported as unplugged (ADAPTER_STATE_GONE).
+bool IsGone(const v1::Adapter& adapter);
+
+}  // namespace rxfleet::server

@@ -1,0 +1,222 @@
+// server/registry/registry and policy_set: hosts, adapters, streams, staleness, bundles.
+#include "server/registry/registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/proto/time.h"
+#include "server/registry/policy_set.h"
+
+namespace rxfleet::server {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
+
+v1::Hello MakeHello(const std::string& host, const std::string& board = "pi5") {
+  v1::Hello hello;
+  hello.set_host_id(host);
+  (*hello.mutable_labels())["board"] = board;
+  hello.set_agent_version("0.1.0");
+  hello.set_metrics_address(host + ":9477");
+  hello.add_capabilities("rx_agg.v3");
+  return hello;
+}
+
+v1::Adapter MakeAdapter(const std::string& id, v1::AdapterState state = v1::ADAPTER_STATE_APPLIED) {
+  v1::Adapter adapter;
+  adapter.mutable_metadata()->set_name(id);
+  adapter.mutable_status()->set_state(state);
+  adapter.mutable_status()->set_chip("rtl8922au");
+  return adapter;
+}
+
+const v1::Condition* FindCondition(const v1::Host& host, const std::string& type) {
+  for (const v1::Condition& c : host.status().conditions()) {
+    if (c.type() == type) return &c;
+  }
+  return nullptr;
+}
+
+TEST(RegistryTest, ConnectCreatesAHostAndDisconnectKeepsItListed) {
+  Registry registry({}, {});
+  const uint64_t stream = registry.Connect(MakeHello("h1"), "ipv4:127.0.0.1:5000", kT0);
+  absl::StatusOr<v1::Host> host = registry.GetHost("h1", kT0, 1);
+  ASSERT_TRUE(host.ok());
+  EXPECT_TRUE(host->status().connected());
+  EXPECT_EQ(host->status().peer_address(), "ipv4:127.0.0.1:5000");
+  EXPECT_EQ(host->metadata().labels().at("board"), "pi5");
+  EXPECT_EQ(host->status().metrics_address(), "h1:9477");
+  EXPECT_EQ(FindCondition(*host, "Connected")->status(), v1::CONDITION_STATUS_TRUE);
+
+  EXPECT_TRUE(registry.Disconnect("h1", stream, kT0 + absl::Seconds(1)));
+  host = registry.GetHost("h1", kT0 + absl::Seconds(2), 1);
+  EXPECT_FALSE(host->status().connected());
+  EXPECT_FALSE(host->status().stale());
+  EXPECT_EQ(registry.ListHosts(kT0, 1).size(), 1u);
+  EXPECT_EQ(registry.GetHost("nope", kT0, 1).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RegistryTest, HostsGoStaleAfterTheThreshold) {
+  RegistryOptions options;
+  options.stale_after = absl::Minutes(5);
+  Registry registry(options, {});
+  const uint64_t stream = registry.Connect(MakeHello("h1"), "peer", kT0);
+  registry.Disconnect("h1", stream, kT0);
+  EXPECT_FALSE(registry.GetHost("h1", kT0 + absl::Minutes(4), 1)->status().stale());
+  EXPECT_TRUE(registry.GetHost("h1", kT0 + absl::Minutes(6), 1)->status().stale());
+
+  // Connected but not ACKing a sent bundle is stale too.
+  const uint64_t s2 = registry.Connect(MakeHello("h2"), "peer", kT0);
+  registry.RecordSent("h2", s2, 3, kT0);
+  registry.Touch("h2", s2, kT0 + absl::Minutes(6));
+  EXPECT_TRUE(registry.GetHost("h2", kT0 + absl::Minutes(6), 3)->status().stale());
+  registry.RecordAck("h2", s2, 3, kT0 + absl::Minutes(6));
+  EXPECT_FALSE(registry.GetHost("h2", kT0 + absl::Minutes(6), 3)->status().stale());
+}
+
+TEST(RegistryTest, AReplacedStreamCannotWrite) {
+  Registry registry({}, {});
+  const uint64_t old_stream = registry.Connect(MakeHello("h1"), "peer-a", kT0);
+  const uint64_t new_stream = registry.Connect(MakeHello("h1"), "peer-b", kT0);
+  EXPECT_NE(old_stream, new_stream);
+  EXPECT_FALSE(registry.RecordAck("h1", old_stream, 5, kT0));
+  EXPECT_FALSE(registry.Disconnect("h1", old_stream, kT0));
+  EXPECT_FALSE(registry.ReplaceAdapters("h1", old_stream, {MakeAdapter("port-1-1")}, kT0));
+  absl::StatusOr<v1::Host> host = registry.GetHost("h1", kT0, 1);
+  EXPECT_TRUE(host->status().connected());
+  EXPECT_EQ(host->status().peer_address(), "peer-b");
+  EXPECT_EQ(host->status().last_acked_version(), 0u);
+  EXPECT_TRUE(registry.RecordAck("h1", new_stream, 5, kT0));
+}
+
+TEST(RegistryTest, InventoryReplacesAndUpdatesMerge) {
+  Registry registry({}, {});
+  const uint64_t stream = registry.Connect(MakeHello("h1"), "peer", kT0);
+  ASSERT_TRUE(registry.ReplaceAdapters("h1", stream,
+                                       {MakeAdapter("port-1-1"), MakeAdapter("port-1-2")}, kT0));
+  std::vector<v1::Adapter> adapters = registry.ListAdapters(false);
+  ASSERT_EQ(adapters.size(), 2u);
+  EXPECT_EQ(adapters[0].host_id(), "h1");
+  EXPECT_EQ(adapters[0].metadata().labels().at("board"), "pi5");
+
+  ASSERT_TRUE(registry.UpdateAdapters(
+      "h1", stream, {MakeAdapter("port-1-2", v1::ADAPTER_STATE_GONE), MakeAdapter("port-1-3")},
+      {"port-1-1"}, kT0 + absl::Seconds(1)));
+  EXPECT_EQ(registry.ListAdapters(false).size(), 1u);
+  adapters = registry.ListAdapters(true);
+  ASSERT_EQ(adapters.size(), 2u);
+  EXPECT_EQ(adapters[0].metadata().name(), "port-1-2");
+  EXPECT_EQ(registry.GetHost("h1", kT0, 1)->status().adapter_count(), 1u);
+  EXPECT_EQ(registry.GetAdapter("h1", "port-1-1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.GetAdapter("h1", "port-1-3").ok());
+  EXPECT_EQ(registry.counts().adapters, 1u);
+
+  // A new inventory replaces everything.
+  ASSERT_TRUE(registry.ReplaceAdapters("h1", stream, {MakeAdapter("port-2-2")}, kT0));
+  adapters = registry.ListAdapters(true);
+  ASSERT_EQ(adapters.size(), 1u);
+  EXPECT_EQ(adapters[0].metadata().name(), "port-2-2");
+}
+
+TEST(RegistryTest, AckClearsAnOlderNackAndDrivesInSync) {
+  Registry registry({}, {});
+  const uint64_t stream = registry.Connect(MakeHello("h1"), "peer", kT0);
+  v1::NackRecord nack;
+  nack.set_version(4);
+  nack.set_error_detail("policy 'x': hold 9000us is out of range");
+  ASSERT_TRUE(registry.RecordNack("h1", stream, nack, kT0));
+  absl::StatusOr<v1::Host> host = registry.GetHost("h1", kT0, 4);
+  EXPECT_EQ(host->status().last_nack().version(), 4u);
+  const v1::Condition* in_sync = FindCondition(*host, "InSync");
+  EXPECT_EQ(in_sync->status(), v1::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(in_sync->reason(), "BundleNacked");
+  EXPECT_THAT(in_sync->message(), ::testing::HasSubstr("9000us"));
+
+  ASSERT_TRUE(registry.RecordAck("h1", stream, 5, kT0));
+  host = registry.GetHost("h1", kT0, 5);
+  EXPECT_FALSE(host->status().has_last_nack());
+  EXPECT_EQ(FindCondition(*host, "InSync")->status(), v1::CONDITION_STATUS_TRUE);
+}
+
+TEST(RegistryTest, DirtyHostsRoundTripThroughTheStoreFormat) {
+  Registry registry({}, {});
+  const uint64_t stream = registry.Connect(MakeHello("h1"), "peer", kT0);
+  registry.ReplaceAdapters("h1", stream, {MakeAdapter("port-1-1")}, kT0);
+  registry.RecordAck("h1", stream, 3, kT0);
+  std::vector<HostRecord> dirty = registry.TakeDirty();
+  ASSERT_EQ(dirty.size(), 1u);
+  EXPECT_TRUE(registry.TakeDirty().empty());
+  registry.ReturnDirty(dirty);
+  EXPECT_EQ(registry.TakeDirty().size(), 1u);
+
+  // A restarted server loads the records: hosts start disconnected, keep ACK and adapters.
+  Registry reloaded({}, dirty);
+  absl::StatusOr<v1::Host> host = reloaded.GetHost("h1", kT0, 3);
+  ASSERT_TRUE(host.ok());
+  EXPECT_FALSE(host->status().connected());
+  EXPECT_EQ(host->status().last_acked_version(), 3u);
+  EXPECT_EQ(reloaded.ListAdapters(false).size(), 1u);
+  // Writes from a stream that does not exist in this process are ignored.
+  EXPECT_FALSE(reloaded.RecordAck("h1", stream, 9, kT0));
+}
+
+TEST(RegistryTest, MetricsTargetsListAgentsWithAnAddress) {
+  Registry registry({}, {});
+  registry.Connect(MakeHello("h1", "pi1"), "peer", kT0);
+  v1::Hello quiet = MakeHello("h2");
+  quiet.clear_metrics_address();
+  registry.Connect(quiet, "peer", kT0);
+  std::vector<Registry::MetricsTarget> targets = registry.MetricsTargets(kT0);
+  ASSERT_EQ(targets.size(), 1u);
+  EXPECT_EQ(targets[0].host_id, "h1");
+  EXPECT_EQ(targets[0].address, "h1:9477");
+  EXPECT_EQ(targets[0].labels.at("board"), "pi1");
+  EXPECT_TRUE(targets[0].connected);
+}
+
+v1::Policy StoredPolicy(const std::string& name, uint32_t hold_us) {
+  v1::Policy policy;
+  policy.mutable_metadata()->set_name(name);
+  policy.mutable_metadata()->set_resource_version("1");
+  policy.mutable_spec()->mutable_settings()->set_hold_us(hold_us);
+  return policy;
+}
+
+TEST(PolicySetTest, BundleIsSerialisedOncePerVersion) {
+  PolicySet set({StoredPolicy("a", 32)}, 5);
+  std::shared_ptr<const PolicySnapshot> snapshot = set.snapshot();
+  std::shared_ptr<const BundleBody> body = snapshot->Bundle();
+  EXPECT_EQ(body, snapshot->Bundle());  // the same bytes for every stream
+  EXPECT_EQ(body->version, 5u);
+  v1::PolicyBundle bundle;
+  ASSERT_TRUE(bundle.ParseFromString(body->bytes));
+  EXPECT_EQ(bundle.version(), 5u);
+  ASSERT_EQ(bundle.policies_size(), 1);
+  EXPECT_TRUE(bundle.nonce().empty());
+  EXPECT_TRUE(bundle.has_create_time());
+
+  set.Put(StoredPolicy("b", 64), 6);
+  EXPECT_EQ(set.snapshot()->Bundle()->version, 6u);
+  EXPECT_EQ(set.snapshot()->Bundle()->policy_count, 2u);
+  // The old snapshot is unchanged.
+  EXPECT_EQ(snapshot->policies.size(), 1u);
+  set.Remove("a", 7);
+  EXPECT_EQ(set.snapshot()->policies.size(), 1u);
+  // Versions never go backwards.
+  set.Put(StoredPolicy("c", 32), 6);
+  EXPECT_EQ(set.snapshot()->bundle_version, 7u);
+  EXPECT_EQ(set.snapshot()->policies.count("c"), 0u);
+}
+
+TEST(PolicySetTest, InvalidStoredPoliciesAreKeptAndReported) {
+  PolicySet set({StoredPolicy("good", 32), StoredPolicy("bad", 9000)}, 2);
+  std::shared_ptr<const PolicySnapshot> snapshot = set.snapshot();
+  ASSERT_EQ(snapshot->valid.size(), 1u);
+  EXPECT_EQ(snapshot->valid[0].name, "good");
+  ASSERT_EQ(snapshot->invalid.count("bad"), 1u);
+  EXPECT_THAT(snapshot->invalid.at("bad"), ::testing::HasSubstr("8160"));
+  EXPECT_EQ(snapshot->Bundle()->policy_count, 2u);
+}
+
+}  // namespace
+}  // namespace rxfleet::server
