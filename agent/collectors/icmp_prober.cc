@@ -332,9 +332,10 @@ void IcmpProber::RemoveLocked(std::string_view adapter_id) {
 void IcmpProber::SetAdapters(const std::vector<ProbeAdapter>& adapters) {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> gone;
-  for (const auto& [id, a] : adapters_) {
+  for (const auto& entry : adapters_) {
+    const std::string& id = entry.first;
     if (std::none_of(adapters.begin(), adapters.end(),
-                     [&](const ProbeAdapter& p) { return p.adapter_id == id; })) {
+                     [&id](const ProbeAdapter& p) { return p.adapter_id == id; })) {
       gone.push_back(id);
     }
   }
@@ -446,14 +447,15 @@ void IcmpProber::ProbeOnce() {
       continue;
     }
     if (p.target.empty()) {
-      if (!route_text.has_value())
+      if (!route_text.has_value()) {
         route_text = txt::ReadSmallFile(options_.procfs_root + "/net/route");
+      }
       absl::StatusOr<std::string> gateway = route_text->ok()
                                                 ? DefaultGatewayFromRoutes(**route_text, p.netdev)
                                                 : absl::StatusOr<std::string>(route_text->status());
       if (!gateway.ok()) {
         p.state = ProbeState::kNoTarget;
-        p.detail = std::string(gateway.status().message());
+        p.detail.assign(gateway.status().message().data(), gateway.status().message().size());
         continue;
       }
       p.target = *gateway;
@@ -472,7 +474,7 @@ void IcmpProber::ProbeOnce() {
         p.state = absl::IsPermissionDenied(sock.status()) ? ProbeState::kNotPermitted
                   : absl::IsNotFound(sock.status())       ? ProbeState::kNoNetdev
                                                           : ProbeState::kError;
-        p.detail = std::string(sock.status().message());
+        p.detail.assign(sock.status().message().data(), sock.status().message().size());
         continue;
       }
       p.socket = *std::move(sock);
@@ -692,10 +694,10 @@ bool IcmpProber::WaitForRounds(uint64_t n, absl::Duration timeout) const {
 const std::vector<double>& IcmpProber::RttBuckets() {
   // 0.1 ms .. 100 ms, densest around 0.5-3 ms where the hold changes RTT (1.2-2.3 ms on USB 3
   // hosts, 0.65-1.5 ms on a Pi 5).
-  static const std::vector<double> kBuckets = {0.0001, 0.00025, 0.0005, 0.00075, 0.001,
-                                               0.0015, 0.002,   0.003,  0.005,   0.0075,
-                                               0.01,   0.025,   0.05,   0.1};
-  return kBuckets;
+  static const std::vector<double> buckets = {0.0001, 0.00025, 0.0005, 0.00075, 0.001,
+                                              0.0015, 0.002,   0.003,  0.005,   0.0075,
+                                              0.01,   0.025,   0.05,   0.1};
+  return buckets;
 }
 
 }  // namespace rxfleet::agent

@@ -10,7 +10,7 @@ namespace rxfleet::agent {
 
 using common::ToAbslView;
 
-Sampler::Sampler(prometheus::Registry& registry, std::vector<Collector*> collectors,
+Sampler::Sampler(prometheus::Registry& registry, const std::vector<Collector*>& collectors,
                  SamplerOptions options)
     : options_(std::move(options)) {
   if (options_.interval <= absl::ZeroDuration()) options_.interval = absl::Seconds(1);

@@ -37,7 +37,7 @@ class Sampler {
  public:
   /// `collectors` are not owned and must outlive the Sampler. Their metric families and the
   /// wrapper's families live in `registry`, which must outlive the Sampler too.
-  Sampler(prometheus::Registry& registry, std::vector<Collector*> collectors,
+  Sampler(prometheus::Registry& registry, const std::vector<Collector*>& collectors,
           SamplerOptions options = {});
   /// Stops the thread if running.
   ~Sampler();
