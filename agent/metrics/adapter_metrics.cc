@@ -1,9 +1,9 @@
 #include "agent/metrics/adapter_metrics.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <string>
+
+#include "agent/collectors/collector.h"
 
 namespace rxfleet::agent {
 namespace {
@@ -23,13 +23,6 @@ bool ValidName(std::string_view name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '_' || c == '-';
   });
-}
-
-void LogLine(std::string_view line) {
-  std::string text = "rxfleet-agent: ";
-  text.append(line);
-  text.push_back('\n');
-  (void)!::write(STDERR_FILENO, text.data(), text.size());
 }
 
 Labels InfoLabels(const AdapterLabels& l) {
@@ -240,7 +233,7 @@ void AdapterMetrics::SetState(std::string_view adapter_id, std::string_view stat
   const std::optional<AdapterState> parsed = ParseAdapterState(state);
   absl::MutexLock lock(&mu_);
   if (!parsed.has_value() && logged_unknown_states_.emplace(std::string(state), true).second) {
-    LogLine("unknown adapter state \"" + std::string(state) + "\" recorded as \"error\"");
+    LogToStderr("unknown adapter state \"" + std::string(state) + "\" recorded as \"error\"");
   }
   if (Adapter* a = Find(adapter_id)) SetStateLocked(*a, parsed.value_or(AdapterState::kError));
 }
