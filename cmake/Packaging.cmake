@@ -35,14 +35,15 @@ set(CPACK_PACKAGE_NAME rxfleet)
 set(CPACK_PACKAGE_VENDOR rxfleet)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "${RXFLEET_PACKAGE_CONTACT}")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+# Each package's Description has its own synopsis (its first line below); a non-empty global
+# summary would be prepended to all three by CPackDeb.
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_COMPONENTS_ALL ${components})
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_GROUPING IGNORE)
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/packages)
-set(CPACK_OUTPUT_FILE_PREFIX ${CMAKE_BINARY_DIR}/packages)
 
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE ${RXFLEET_DEB_ARCH})
@@ -67,12 +68,12 @@ set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "udev")
 set(CPACK_DEBIAN_AGENT_PACKAGE_SUGGESTS "rxfleetctl")
 set(CPACK_COMPONENT_AGENT_DESCRIPTION
     "speed-aware RX aggregation agent for rtw89 USB Wi-Fi adapters
- rxfleet-agent finds the host's USB Wi-Fi adapters of the Linux rtw89 family
- (RTL8851BU, RTL8852AU/BU/CU, RTL8922AU), sets their RX aggregation hold for the
- negotiated USB speed with the driver's vendor requests, keeps it applied, and
- exports Prometheus metrics. It runs standalone with local policy files or
- under an rxfleet-server. Ships a hardened systemd unit and udev rules giving
- the rxfleet group access to supported adapters only.")
+rxfleet-agent finds the host's USB Wi-Fi adapters of the Linux rtw89 family
+(RTL8851BU, RTL8852AU/BU/CU, RTL8922AU), sets their RX aggregation hold for the
+negotiated USB speed with the driver's vendor requests, keeps it applied, and
+exports Prometheus metrics. It runs standalone with local policy files or
+under an rxfleet-server. Ships a hardened systemd unit and udev rules giving
+the rxfleet group access to supported adapters only.")
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA
     ${gen_dir}/rxfleet-agent/conffiles
     ${deb_dir}/rxfleet-agent/postinst ${deb_dir}/rxfleet-agent/prerm
@@ -84,11 +85,11 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "adduser, init-system-helpers (>= 1.54~)
 set(CPACK_DEBIAN_SERVER_PACKAGE_SUGGESTS "rxfleetctl, prometheus")
 set(CPACK_COMPONENT_SERVER_DESCRIPTION
     "fleet registry and policy server for rxfleet agents
- rxfleet-server keeps the registry of hosts and rtw89 USB Wi-Fi adapters that
- run rxfleet-agent, stores RX aggregation policies and experiments in SQLite,
- pushes versioned policy bundles to agents over gRPC and records their
- ACK/NACK. It serves Prometheus metrics and HTTP service discovery for the
- agents. Example Prometheus and Grafana files are in the documentation.")
+rxfleet-server keeps the registry of hosts and rtw89 USB Wi-Fi adapters that
+run rxfleet-agent, stores RX aggregation policies and experiments in SQLite,
+pushes versioned policy bundles to agents over gRPC and records their
+ACK/NACK. It serves Prometheus metrics and HTTP service discovery for the
+agents. Example Prometheus and Grafana files are in the documentation.")
 set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
     ${gen_dir}/rxfleet-server/conffiles
     ${deb_dir}/rxfleet-server/postinst ${deb_dir}/rxfleet-server/prerm
@@ -98,8 +99,8 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME rxfleetctl)
 set(CPACK_COMPONENT_CLI_DESCRIPTION
     "command-line client for rxfleet servers and agents
- rxfleetctl lists hosts and rtw89 USB Wi-Fi adapters, shows and sets RX
- aggregation policies, runs experiments on an rxfleet-server, and reads the
- local status of an rxfleet-agent.")
+rxfleetctl lists hosts and rtw89 USB Wi-Fi adapters, shows and sets RX
+aggregation policies, runs experiments on an rxfleet-server, and reads the
+local status of an rxfleet-agent.")
 
 include(CPack)

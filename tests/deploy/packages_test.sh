@@ -88,8 +88,12 @@ for c in $components; do
   if readelf -S "$tmp/$p.root/usr/bin/${program[$c]}" 2>/dev/null | grep -q '\.debug_info'; then
     fail "$p: /usr/bin/${program[$c]} is not stripped"
   fi
-  # Every package links libstdc++ and so must depend on it through dpkg-shlibdeps.
+  # Depends must follow the binary's shared libraries (dpkg-shlibdeps): libstdc++ always,
+  # libsystemd once the program links it for sd_notify.
   expect_depends "$deb" libc6 libstdc++6
+  if readelf -d "$tmp/$p.root/usr/bin/${program[$c]}" | grep -q 'NEEDED.*libsystemd\.so'; then
+    expect_depends "$deb" libsystemd0
+  fi
   for script in postinst prerm postrm; do
     f="$tmp/$p.control/$script"
     [ -f "$f" ] || continue
@@ -105,7 +109,7 @@ if [[ " $components " == *" agent "* ]] && [ -d "$tmp/rxfleet-agent.control" ]; 
   expect_files "$deb" lib/systemd/system/rxfleet-agent.service lib/udev/rules.d/70-rxfleet.rules \
     etc/rxfleet/agent.yaml etc/rxfleet/agent.env etc/rxfleet/policies.d/README \
     usr/share/doc/rxfleet-agent/DEPLOY.md
-  expect_depends "$deb" libusb-1.0-0 libsystemd0 adduser init-system-helpers
+  expect_depends "$deb" libusb-1.0-0 adduser init-system-helpers
   cmp -s "$tmp/rxfleet-agent.root/lib/udev/rules.d/70-rxfleet.rules" "$src/deploy/udev/70-rxfleet.rules" ||
     fail "rxfleet-agent: installed udev rules differ from deploy/udev/70-rxfleet.rules"
   expected=$'/etc/rxfleet/agent.env\n/etc/rxfleet/agent.yaml\n/etc/rxfleet/policies.d/README'
@@ -121,7 +125,7 @@ if [[ " $components " == *" server "* ]] && [ -d "$tmp/rxfleet-server.control" ]
     usr/share/doc/rxfleet-server/DEPLOY.md \
     usr/share/doc/rxfleet-server/examples/prometheus/prometheus.yml \
     usr/share/doc/rxfleet-server/examples/grafana/dashboards/fleet.json
-  expect_depends "$deb" libsqlite3-0 libsystemd0 adduser init-system-helpers
+  expect_depends "$deb" libsqlite3-0 adduser init-system-helpers
   [ "$(conffiles_of rxfleet-server)" = "/etc/rxfleet/server.env" ] ||
     fail "rxfleet-server: conffiles are [$(conffiles_of rxfleet-server | tr '\n' ' ')]"
   for s in postinst prerm postrm; do

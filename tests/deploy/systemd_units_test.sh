@@ -53,7 +53,13 @@ check_unit() {
   else
     verified=$((verified + 1))
   fi
+  # Type=notify: systemd waits for READY=1 (TimeoutStartSec) and kills the service when
+  # WATCHDOG=1 stops; a program that never calls sd_notify would fail to start.
+  if ! readelf --dyn-syms -W "$binary" 2>/dev/null | grep -qE ' sd_(pid_)?notify(f)?(@|$)'; then
+    no_notify+=("$program")
+  fi
 }
+no_notify=()
 
 agent="$src/deploy/systemd/rxfleet-agent.service"
 server="$src/deploy/systemd/rxfleet-server.service"
@@ -78,4 +84,9 @@ if [ "$verified" -eq 0 ]; then
   echo "systemd units: contract checked; verify skipped: neither rxfleet-agent nor rxfleet-server is built"
   exit 77
 fi
-echo "systemd units: contract checked, systemd-analyze verify clean on $verified unit(s)"
+if [ ${#no_notify[@]} -gt 0 ]; then
+  echo "SKIP: verify clean on $verified unit(s), but ${no_notify[*]} does not call sd_notify yet:"
+  echo "      a Type=notify unit would time out waiting for READY=1 (docs/DEPLOY.md, systemd units)"
+  exit 77
+fi
+echo "systemd units: contract checked, systemd-analyze verify clean on $verified unit(s), programs notify"
