@@ -97,6 +97,13 @@ TEST(LabTest, DuplicatesAndMixedBusesAreRejected) {
                       "  - {name: a, vid: 1, pid: 1, speed: 480, bus: 3, port: \"1\", devnum: 3,\n"
                       "     peer: \"3-2\"}\n"),
               HasSubstr("must be on the other root hub"));
+  EXPECT_THAT(
+      ErrorOf("devices:\n"
+              "  - {name: a, vid: 1, pid: 1, speed: 480, bus: 3, port: \"1\", devnum: 3}\n"
+              "  - {name: b, vid: 1, pid: 1, speed: 480, bus: 3, port: \"2.1\", devnum: 4,\n"
+              "     peer: \"2-1.4\"}\n"
+              "  - {name: c, vid: 1, pid: 1, speed: 5000, bus: 2, port: \"1\", devnum: 4}\n"),
+      HasSubstr("also the hub in front of 2-1.4"));
 }
 
 TEST(TimelineTest, PlugOverridesAndValidation) {

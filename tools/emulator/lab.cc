@@ -1101,6 +1101,18 @@ absl::StatusOr<Topology> PlanTopology(const Lab& lab, const std::vector<Timeline
     std::sort(plan.port_paths.begin(), plan.port_paths.end());
     std::sort(plan.used_devnums.begin(), plan.used_devnums.end());
   }
+  // A port path that leads to a hub (a prefix of a deeper path) cannot also hold a device.
+  for (const Use& u : uses) {
+    const DeviceConfig& c = *u.config;
+    const std::string below = c.port + ".";
+    for (const std::string& p : topology[c.bus].port_paths) {
+      if (p.rfind(below, 0) == 0) {
+        return r.ErrorAtLine(u.line, "",
+                             absl::StrCat("device ", u.name, " sits at ", c.SysfsName(),
+                                          ", which is also the hub in front of ", c.bus, "-", p));
+      }
+    }
+  }
   return topology;
 }
 

@@ -71,10 +71,6 @@ std::string Relative(const std::string& from_dir, const std::string& to) {
   return std::filesystem::path(to).lexically_relative(from_dir).string();
 }
 
-std::string Dirname(const std::string& path) {
-  return std::filesystem::path(path).parent_path().string();
-}
-
 std::string VersionText(uint16_t bcd) { return absl::StrFormat("%2x.%02x", bcd >> 8, bcd & 0xff); }
 
 // Attributes and properties of a usb_device paragraph.
@@ -245,7 +241,8 @@ absl::Status SysfsTree::Symlink(const std::string& target, const std::string& li
 
 absl::Status SysfsTree::WriteFile(const std::string& syspath, const std::string& contents) {
   const std::string path = Disk(syspath);
-  const std::string tmp = Dirname(path) + "/.rxfleet-tmp";
+  // Written beside /sys (same filesystem, invisible to the child), then renamed into place.
+  const std::string tmp = root_ + "/.rxfleet-tmp";
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
