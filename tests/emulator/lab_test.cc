@@ -72,6 +72,12 @@ TEST(LabTest, ErrorsNameFileLineAndField) {
                       "devnum: 3, registers: {0x6001: 1}}\n"),
               HasSubstr("not 32-bit aligned"));
   EXPECT_THAT(ErrorOf("devices: [\n"), HasSubstr("YAML syntax error"));
+  // Odd shapes are errors, never exceptions.
+  for (const char* odd : {"devices: [[1]]\n", "devices: {a: 1}\n", "- 1\n", "devices: [1]\n",
+                          "devices:\n  - {name: [x]}\n", "devices:\n  - {name: a, vid: {x: 1}}\n",
+                          "devices:\n  - {name: a, registers: [1]}\n"}) {
+    EXPECT_THAT(ErrorOf(odd), HasSubstr("lab.yaml")) << odd;
+  }
   EXPECT_THAT(ErrorOf("devices:\n  - {name: a, vid: 1, pid: 1, speed: 480, bus: 3, port: \"1\", "
                       "devnum: 3, netdev: {name: x}}\n"),
               HasSubstr("missing 'driver'"));

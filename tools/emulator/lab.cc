@@ -723,7 +723,10 @@ std::optional<uint32_t> RxAggRegisterFor(const DeviceSpec& spec, const DeviceCon
   return common::GetRxAggLayoutSpec(chip->layout).reg0_address;
 }
 
-absl::StatusOr<Lab> ParseLab(const std::string& yaml_text, const std::string& display_path) {
+namespace {
+
+absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
+                                      const std::string& display_path) {
   Reader r(display_path);
   RX_ASSIGN_OR_RETURN(root, ParseYaml(yaml_text, display_path));
   const YAML::Node doc = *root_or;
@@ -851,14 +854,27 @@ absl::StatusOr<Lab> ParseLab(const std::string& yaml_text, const std::string& di
   return lab;
 }
 
+}  // namespace
+
+absl::StatusOr<Lab> ParseLab(const std::string& yaml_text, const std::string& display_path) {
+  try {
+    return ParseLabUnchecked(yaml_text, display_path);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(display_path, ":", e.mark.line + 1, ": ", e.msg));
+  }
+}
+
 absl::StatusOr<Lab> LoadLab(const std::string& path) {
   RX_ASSIGN_OR_RETURN(text, ReadFile(path, "lab"));
   return ParseLab(*text_or, path);
 }
 
-absl::StatusOr<std::vector<TimelineEvent>> ParseTimeline(const std::string& yaml_text,
-                                                         const std::string& display_path,
-                                                         const Lab& lab) {
+namespace {
+
+absl::StatusOr<std::vector<TimelineEvent>> ParseTimelineUnchecked(const std::string& yaml_text,
+                                                                  const std::string& display_path,
+                                                                  const Lab& lab) {
   Reader r(display_path);
   RX_ASSIGN_OR_RETURN(root, ParseYaml(yaml_text, display_path));
   const YAML::Node doc = *root_or;
@@ -1014,6 +1030,19 @@ absl::StatusOr<std::vector<TimelineEvent>> ParseTimeline(const std::string& yaml
                                                    " (with timeline ", display_path, ")"));
   }
   return events;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TimelineEvent>> ParseTimeline(const std::string& yaml_text,
+                                                         const std::string& display_path,
+                                                         const Lab& lab) {
+  try {
+    return ParseTimelineUnchecked(yaml_text, display_path, lab);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(display_path, ":", e.mark.line + 1, ": ", e.msg));
+  }
 }
 
 absl::StatusOr<std::vector<TimelineEvent>> LoadTimeline(const std::string& path, const Lab& lab) {
