@@ -10,6 +10,8 @@
 # toolchain file sets RXFLEET_DEB_ARCH (arm64, armhf) and the multiarch -dev packages must be
 # installed for dpkg-shlibdeps to find the target libraries (docs/DEPLOY.md).
 
+include(GNUInstallDirs)
+
 set(RXFLEET_PACKAGE_CONTACT "rxfleet maintainers <rxfleet@localhost>" CACHE STRING
     "Maintainer field of the Debian packages")
 
@@ -61,6 +63,25 @@ file(WRITE ${gen_dir}/rxfleet-agent/conffiles
      "/etc/rxfleet/agent.env\n/etc/rxfleet/agent.yaml\n/etc/rxfleet/policies.d/README\n")
 file(WRITE ${gen_dir}/rxfleet-server/conffiles "/etc/rxfleet/server.env\n")
 
+# Debian changelog of each (native) package: /usr/share/doc/<package>/changelog.gz.
+# The date honours SOURCE_DATE_EPOCH for reproducible packages.
+string(TIMESTAMP changelog_date "%a, %d %b %Y %H:%M:%S +0000" UTC)
+foreach(pair "agent;rxfleet-agent" "server;rxfleet-server" "cli;rxfleetctl")
+  list(GET pair 0 component)
+  list(GET pair 1 pkg)
+  if(NOT component IN_LIST components)
+    continue()
+  endif()
+  file(WRITE ${gen_dir}/${pkg}/changelog
+       "${pkg} (${PROJECT_VERSION}) unstable; urgency=medium\n\n"
+       "  * Release ${PROJECT_VERSION}.\n\n"
+       " -- ${RXFLEET_PACKAGE_CONTACT}  ${changelog_date}\n")
+  file(ARCHIVE_CREATE OUTPUT ${gen_dir}/${pkg}/changelog.gz PATHS ${gen_dir}/${pkg}/changelog
+       FORMAT raw COMPRESSION GZip COMPRESSION_LEVEL 9)
+  install(FILES ${gen_dir}/${pkg}/changelog.gz DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${pkg}
+          COMPONENT ${component})
+endforeach()
+
 # agent
 set(CPACK_DEBIAN_AGENT_PACKAGE_NAME rxfleet-agent)
 set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "adduser, init-system-helpers (>= 1.54~)")
@@ -68,12 +89,12 @@ set(CPACK_DEBIAN_AGENT_PACKAGE_RECOMMENDS "udev")
 set(CPACK_DEBIAN_AGENT_PACKAGE_SUGGESTS "rxfleetctl")
 set(CPACK_COMPONENT_AGENT_DESCRIPTION
     "speed-aware RX aggregation agent for rtw89 USB Wi-Fi adapters
-rxfleet-agent finds the host's USB Wi-Fi adapters of the Linux rtw89 family
-(RTL8851BU, RTL8852AU/BU/CU, RTL8922AU), sets their RX aggregation hold for the
-negotiated USB speed with the driver's vendor requests, keeps it applied, and
-exports Prometheus metrics. It runs standalone with local policy files or
-under an rxfleet-server. Ships a hardened systemd unit and udev rules giving
-the rxfleet group access to supported adapters only.")
+rxfleet-agent finds the host's USB Wi-Fi adapters of the Linux rtw89
+family (RTL8851BU, RTL8852AU/BU/CU, RTL8922AU), sets their RX aggregation
+hold for the negotiated USB speed with the driver's vendor requests, keeps
+it applied, and exports Prometheus metrics. It runs standalone with local
+policy files or under an rxfleet-server. Ships a hardened systemd unit and
+udev rules giving the rxfleet group access to supported adapters only.")
 set(CPACK_DEBIAN_AGENT_PACKAGE_CONTROL_EXTRA
     ${gen_dir}/rxfleet-agent/conffiles
     ${deb_dir}/rxfleet-agent/postinst ${deb_dir}/rxfleet-agent/prerm
