@@ -40,6 +40,12 @@ class OutboundQueue {
     return TakeNext();
   }
 
+  /// Drops every pending item and forgets the write in flight (the stream is ending).
+  void Clear() {
+    for (std::optional<T>& item : pending_) item.reset();
+    in_flight_ = false;
+  }
+
   /// True while a write is in flight.
   bool in_flight() const { return in_flight_; }
   /// Items waiting behind the write in flight, <= kSlots.

@@ -130,20 +130,6 @@ std::optional<v1::Policy> FindPolicy(SQLite::Database& db, std::string_view name
   return ParseRecord<v1::Policy>(query.getColumn(0), "policies");
 }
 
-// The Aborted status of a failed resource_version precondition.
-absl::Status PreconditionFailed(std::string_view name, const std::optional<v1::Policy>& stored,
-                                std::string_view expected) {
-  if (!stored.has_value()) {
-    return absl::AbortedError(
-        absl::StrCat("policy ", ToAbslView(name), " does not exist (you have resource version ",
-                     ToAbslView(expected), "); it was deleted: get it again and retry"));
-  }
-  return absl::AbortedError(absl::StrCat("policy ", ToAbslView(name),
-                                         " was modified (resource version ",
-                                         stored->metadata().resource_version(), ", you have ",
-                                         ToAbslView(expected), "); get it again and retry"));
-}
-
 bool SameLabelsAndAnnotations(const v1::ObjectMeta& a, const v1::ObjectMeta& b) {
   v1::ObjectMeta only_a, only_b;
   *only_a.mutable_labels() = a.labels();
@@ -154,6 +140,18 @@ bool SameLabelsAndAnnotations(const v1::ObjectMeta& a, const v1::ObjectMeta& b) 
 }
 
 }  // namespace
+
+absl::Status PolicyPreconditionFailed(std::string_view name, const std::string* stored,
+                                      std::string_view expected) {
+  if (stored == nullptr) {
+    return absl::AbortedError(
+        absl::StrCat("policy ", ToAbslView(name), " does not exist (you have resource version ",
+                     ToAbslView(expected), "); it was deleted: get it again and retry"));
+  }
+  return absl::AbortedError(absl::StrCat("policy ", ToAbslView(name),
+                                         " was modified (resource version ", *stored, ", you have ",
+                                         ToAbslView(expected), "); get it again and retry"));
+}
 
 int Store::LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
 
@@ -296,7 +294,8 @@ absl::StatusOr<PolicyWriteResult> Store::ApplyPolicy(const v1::Policy& policy, a
     const std::string& expected = policy.metadata().resource_version();
     if (!expected.empty() &&
         (!stored.has_value() || stored->metadata().resource_version() != expected)) {
-      return PreconditionFailed(name, stored, expected);
+      return PolicyPreconditionFailed(
+          name, stored.has_value() ? &stored->metadata().resource_version() : nullptr, expected);
     }
     PolicyWriteResult result;
     result.created = !stored.has_value();
@@ -363,7 +362,8 @@ absl::StatusOr<PolicyDeleteResult> Store::DeletePolicy(std::string_view name,
       return absl::NotFoundError(absl::StrCat("policy ", ToAbslView(name), " does not exist"));
     }
     if (!resource_version.empty() && stored->metadata().resource_version() != resource_version) {
-      return PreconditionFailed(name, stored, resource_version);
+      return PolicyPreconditionFailed(name, &stored->metadata().resource_version(),
+                                      resource_version);
     }
     SQLite::Statement remove(db, "DELETE FROM policies WHERE name = ?");
     remove.bind(1, std::string(name));

@@ -91,6 +91,12 @@ struct StoredState {
   uint64_t last_event_version = 0;
 };
 
+/// The Aborted status of a failed resource_version precondition on policy `name`: `stored` is
+/// the stored policy's resource version, or nullptr if the policy does not exist; `expected`
+/// is the caller's. Used by the store and by dry runs, so both say the same.
+absl::Status PolicyPreconditionFailed(std::string_view name, const std::string* stored,
+                                      std::string_view expected);
+
 class Store {
  public:
   /// Latest schema version this program writes.

@@ -1,0 +1,436 @@
+#include "server/api/agent_service.h"
+
+#include <grpcpp/support/proto_buffer_reader.h>
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto/time.h"
+#include "rxfleet/version.h"
+#include "server/api/status.h"
+#include "server/api/validation.h"
+#include "server/log.h"
+#include "server/registry/outbound_queue.h"
+
+namespace rxfleet::server {
+
+// One agent stream. Lifetime: owned by `self_` from Start() until OnDone(), and by the
+// service's stream map while registered; the object may outlive OnDone (a fan-out holding a
+// reference), but then every operation is a no-op because the stream has finished.
+//
+// Threading: reactions of one stream run one at a time per kind (one read, one write at a
+// time), pushes and End() come from any thread. Everything shared is guarded by mu_. gRPC
+// never runs bidi reactions inline inside StartRead/StartWrite/Finish, so those are called
+// with mu_ held, which keeps "is the stream finishing?" and "start an operation" atomic.
+class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
+                          public std::enable_shared_from_this<AgentStream> {
+ public:
+  AgentStream(AgentServiceImpl* service, grpc::CallbackServerContext* context)
+      : service_(service), deps_(service->deps_), peer_(context->peer()) {}
+
+  void Start() {
+    self_ = shared_from_this();
+    absl::MutexLock lock(&mu_);
+    StartRead(&read_buffer_);
+  }
+
+  // Queues a bundle (coalescing with an unsent older one) and starts writing if idle.
+  void PushBundle(const std::shared_ptr<const SharedBundle>& bundle, absl::Time pushed_at) {
+    Outgoing item;
+    item.nonce = NewNonce();
+    item.message = bundle->Message(item.nonce);
+    item.version = bundle->version();
+    item.pushed_at = pushed_at;
+    Enqueue(kBundleSlot, std::move(item));
+  }
+
+  void PushConfig(grpc::ByteBuffer message) {
+    Outgoing item;
+    item.message = std::move(message);
+    Enqueue(kConfigSlot, std::move(item));
+  }
+
+  // Ends the stream with `status` once the write in flight (if any) is done.
+  void End(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    RequestFinishLocked(status);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the agent closed its side or the call was cancelled
+      End(grpc::Status::OK);
+      return;
+    }
+    v1::AgentMessage message;
+    grpc::ProtoBufferReader reader(&read_buffer_);
+    absl::Status status = message.ParseFromZeroCopyStream(&reader)
+                              ? Handle(message)
+                              : absl::InvalidArgumentError("malformed AgentMessage");
+    read_buffer_.Clear();
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      deps_.metrics->streams_rejected->Increment();
+      Log(LogLevel::kWarning,
+          absl::StrCat("agent stream from ", peer_,
+                       host_id_.empty() ? "" : absl::StrCat(" (host ", host_id_, ")"),
+                       " rejected: ", status.ToString()));
+      RequestFinishLocked(ToGrpcStatus(status));
+      return;
+    }
+    if (!finish_status_.has_value()) StartRead(&read_buffer_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::optional<uint64_t> sent_version;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok && !finish_status_.has_value()) {
+        // The transport is gone (agent vanished or call cancelled); nothing more can be sent.
+        finish_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed");
+      }
+      if (finish_status_.has_value()) {
+        queue_.Clear();
+        FinishLocked();
+        return;
+      }
+      if (std::optional<Outgoing> next = queue_.WriteDone()) {
+        sent_version = BeginWriteLocked(std::move(*next));
+      }
+    }
+    if (sent_version.has_value()) RecordSent(*sent_version);
+  }
+
+  void OnDone() override {
+    const absl::Time now = absl::Now();
+    std::string host_id;
+    uint64_t stream_id = 0;
+    std::string reason;
+    {
+      absl::MutexLock lock(&mu_);
+      host_id = host_id_;
+      stream_id = stream_id_;
+      if (finish_status_.has_value() && !finish_status_->ok()) {
+        reason = finish_status_->error_message();
+      }
+    }
+    if (stream_id != 0) {
+      service_->Unregister(host_id, this);
+      if (deps_.registry->Disconnect(host_id, stream_id, now)) {
+        v1::Event event = HostEvent(
+            host_id, v1::EVENT_TYPE_NORMAL, "Disconnected",
+            reason.empty() ? "agent stream closed" : absl::StrCat("agent stream closed: ", reason));
+        deps_.events->Record(std::move(event), now);
+      }
+    }
+    self_.reset();  // may delete this; nothing may follow
+  }
+
+ private:
+  static constexpr size_t kConfigSlot = 0;
+  static constexpr size_t kBundleSlot = 1;
+
+  struct Outgoing {
+    grpc::ByteBuffer message;
+    uint64_t version = 0;  // 0 for ServerConfig
+    std::string nonce;
+    absl::Time pushed_at;
+  };
+
+  static v1::Event HostEvent(const std::string& host_id, v1::EventType type, std::string reason,
+                             std::string message) {
+    v1::Event event;
+    event.set_type(type);
+    event.set_reason(std::move(reason));
+    event.set_message(std::move(message));
+    event.mutable_involved_object()->set_kind("Host");
+    event.mutable_involved_object()->set_name(host_id);
+    event.set_host_id(host_id);
+    return event;
+  }
+
+  void Enqueue(size_t slot, Outgoing item) {
+    std::optional<uint64_t> sent_version;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finish_status_.has_value()) return;
+      const uint64_t coalesced_before = queue_.coalesced();
+      std::optional<Outgoing> next = queue_.Push(slot, std::move(item));
+      if (queue_.coalesced() != coalesced_before) deps_.metrics->bundles_coalesced->Increment();
+      if (next.has_value()) sent_version = BeginWriteLocked(std::move(*next));
+    }
+    if (sent_version.has_value()) RecordSent(*sent_version);
+  }
+
+  // Starts writing `item`; returns its bundle version if it is a bundle.
+  std::optional<uint64_t> BeginWriteLocked(Outgoing item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    write_buffer_ = std::move(item.message);
+    std::optional<uint64_t> version;
+    if (item.version != 0) {
+      sent_nonce_ = std::move(item.nonce);
+      sent_version_ = item.version;
+      sent_pushed_at_ = item.pushed_at;
+      version = item.version;
+    }
+    StartWrite(&write_buffer_);
+    return version;
+  }
+
+  void RecordSent(uint64_t version) {
+    deps_.metrics->bundle_writes->Increment();
+    std::string host_id;
+    uint64_t stream_id;
+    {
+      absl::MutexLock lock(&mu_);
+      host_id = host_id_;
+      stream_id = stream_id_;
+    }
+    deps_.registry->RecordSent(host_id, stream_id, version, absl::Now());
+  }
+
+  void RequestFinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finish_status_.has_value()) return;
+    finish_status_ = status;
+    if (!queue_.in_flight()) FinishLocked();
+  }
+
+  void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(*finish_status_);
+  }
+
+  absl::Status Handle(const v1::AgentMessage& message) {
+    const absl::Time now = absl::Now();
+    if (!hello_seen_) {
+      if (message.kind_case() != v1::AgentMessage::kHello) {
+        return absl::InvalidArgumentError(
+            "the first message of a stream must be a Hello (see AgentService.Connect)");
+      }
+      return HandleHello(message.hello(), now);
+    }
+    switch (message.kind_case()) {
+      case v1::AgentMessage::kHello:
+        return absl::InvalidArgumentError("Hello may only be the first message of a stream");
+      case v1::AgentMessage::kInventory: {
+        if (absl::Status s = ValidateAdapters(message.inventory().adapters()); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("inventory.", s.message()));
+        }
+        deps_.registry->ReplaceAdapters(
+            host_id_, stream_id_,
+            {message.inventory().adapters().begin(), message.inventory().adapters().end()}, now);
+        return absl::OkStatus();
+      }
+      case v1::AgentMessage::kAdapterUpdate: {
+        const v1::AdapterUpdate& update = message.adapter_update();
+        if (absl::Status s = ValidateAdapterUpdate(update); !s.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("adapter_update.", s.message()));
+        }
+        deps_.registry->UpdateAdapters(
+            host_id_, stream_id_, {update.adapters().begin(), update.adapters().end()},
+            {update.removed_adapter_ids().begin(), update.removed_adapter_ids().end()}, now);
+        return absl::OkStatus();
+      }
+      case v1::AgentMessage::kAck:
+        HandleAck(message.ack(), now);
+        return absl::OkStatus();
+      case v1::AgentMessage::kNack:
+        HandleNack(message.nack(), now);
+        return absl::OkStatus();
+      case v1::AgentMessage::kMetricWindow:
+        deps_.metrics->metric_windows_ignored->Increment();
+        deps_.registry->Touch(host_id_, stream_id_, now);
+        return absl::OkStatus();
+      case v1::AgentMessage::KIND_NOT_SET:
+        break;
+    }
+    return absl::InvalidArgumentError("AgentMessage without a kind (or of a newer protocol)");
+  }
+
+  absl::Status HandleHello(const v1::Hello& hello, absl::Time now) {
+    if (absl::Status s = ValidateHello(hello); !s.ok()) return s;
+    const uint64_t stream_id = deps_.registry->Connect(hello, peer_, now);
+    {
+      absl::MutexLock lock(&mu_);
+      host_id_ = hello.host_id();
+      stream_id_ = stream_id;
+    }
+    hello_seen_ = true;
+    bool refused = false;
+    std::shared_ptr<AgentStream> replaced =
+        service_->Register(hello.host_id(), shared_from_this(), &refused);
+    if (refused) {
+      deps_.registry->Disconnect(hello.host_id(), stream_id, now);
+      return absl::UnavailableError("server shutting down");
+    }
+    if (replaced != nullptr) {
+      deps_.metrics->streams_replaced->Increment();
+      replaced->End(grpc::Status(
+          grpc::StatusCode::ABORTED,
+          absl::StrCat("replaced by a newer stream of host ", hello.host_id(), " from ", peer_)));
+    }
+    deps_.metrics->streams_opened->Increment();
+    deps_.events->Record(HostEvent(hello.host_id(), v1::EVENT_TYPE_NORMAL, "Connected",
+                                   absl::StrCat("agent ", hello.agent_version(), " connected")),
+                         now);
+    PushConfig(service_->ConfigMessage());
+    PushBundle(service_->CurrentBundle(), now);
+    return absl::OkStatus();
+  }
+
+  // True if (version, nonce) answer the latest bundle written to this stream.
+  bool IsLatest(uint64_t version, const std::string& nonce, absl::Time* pushed_at) {
+    absl::MutexLock lock(&mu_);
+    *pushed_at = sent_pushed_at_;
+    return !sent_nonce_.empty() && nonce == sent_nonce_ && version == sent_version_;
+  }
+
+  void HandleAck(const v1::Ack& ack, absl::Time now) {
+    absl::Time pushed_at;
+    if (!IsLatest(ack.version(), ack.nonce(), &pushed_at)) {
+      deps_.metrics->stale_replies->Increment();
+      deps_.registry->Touch(host_id_, stream_id_, now);
+      return;
+    }
+    deps_.metrics->acks->Increment();
+    deps_.metrics->push_to_ack_seconds->Observe(absl::ToDoubleSeconds(now - pushed_at));
+    if (deps_.registry->RecordAck(host_id_, stream_id_, ack.version(), now)) {
+      deps_.events->Record(HostEvent(host_id_, v1::EVENT_TYPE_NORMAL, "BundleAcked",
+                                     absl::StrCat("applied bundle version ", ack.version())),
+                           now);
+    }
+  }
+
+  void HandleNack(const v1::Nack& nack, absl::Time now) {
+    absl::Time pushed_at;
+    if (!IsLatest(nack.version(), nack.nonce(), &pushed_at)) {
+      deps_.metrics->stale_replies->Increment();
+      deps_.registry->Touch(host_id_, stream_id_, now);
+      return;
+    }
+    deps_.metrics->nacks->Increment();
+    v1::NackRecord record;
+    record.set_version(nack.version());
+    record.set_nonce(nack.nonce());
+    record.set_error_detail(nack.error_detail().substr(0, kMaxNackDetailLength));
+    *record.mutable_time() = common::TimeToProto(now);
+    if (deps_.registry->RecordNack(host_id_, stream_id_, record, now)) {
+      deps_.events->Record(
+          HostEvent(host_id_, v1::EVENT_TYPE_WARNING, "BundleNacked",
+                    absl::StrCat("rejected bundle version ", nack.version(), " (keeps version ",
+                                 nack.active_version(), "): ", record.error_detail())),
+          now);
+    }
+  }
+
+  AgentServiceImpl* const service_;
+  const AgentServiceDeps deps_;
+  const std::string peer_;
+
+  // Read path only (reads of one stream never overlap). host_id_/stream_id_ are written once,
+  // under mu_, before the stream is registered for pushes.
+  grpc::ByteBuffer read_buffer_;
+  bool hello_seen_ = false;
+
+  absl::Mutex mu_;
+  std::string host_id_;     // set once at Hello (guarded for the write path and OnDone)
+  uint64_t stream_id_ = 0;  // registry stream id, 0 before Hello
+  OutboundQueue<Outgoing, 2> queue_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  std::string sent_nonce_ ABSL_GUARDED_BY(mu_);
+  uint64_t sent_version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time sent_pushed_at_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::shared_ptr<AgentStream> self_;
+};
+
+AgentServiceImpl::AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps deps)
+    : options_(std::move(options)), deps_(deps) {}
+
+AgentServiceImpl::~AgentServiceImpl() = default;
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* AgentServiceImpl::Connect(
+    grpc::CallbackServerContext* context) {
+  auto stream = std::make_shared<AgentStream>(this, context);
+  stream->Start();
+  return stream.get();
+}
+
+std::shared_ptr<const SharedBundle> AgentServiceImpl::CurrentBundle() {
+  std::shared_ptr<const PolicySnapshot> snapshot = deps_.policies->snapshot();
+  absl::MutexLock lock(&bundle_mu_);
+  if (bundle_ == nullptr || bundle_->version() < snapshot->bundle_version) {
+    bundle_ = std::make_shared<const SharedBundle>(snapshot->Bundle(), absl::Now());
+  }
+  return bundle_;
+}
+
+std::shared_ptr<AgentStream> AgentServiceImpl::Register(const std::string& host_id,
+                                                        std::shared_ptr<AgentStream> stream,
+                                                        bool* refused) {
+  absl::MutexLock lock(&mu_);
+  *refused = shutting_down_;
+  if (shutting_down_) return nullptr;
+  std::shared_ptr<AgentStream>& slot = streams_[host_id];
+  std::shared_ptr<AgentStream> previous = std::move(slot);
+  slot = std::move(stream);
+  return previous;
+}
+
+void AgentServiceImpl::Unregister(const std::string& host_id, const AgentStream* stream) {
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(host_id);
+  if (it != streams_.end() && it->second.get() == stream) streams_.erase(it);
+}
+
+grpc::ByteBuffer AgentServiceImpl::ConfigMessage() const {
+  v1::ServerMessage message;
+  v1::ServerConfig* config = message.mutable_config();
+  *config->mutable_metric_window_length() = common::DurationToProto(options_.metric_window_length);
+  *config->mutable_report_interval() = common::DurationToProto(options_.report_interval);
+  config->set_server_version(std::string(rxfleet::kVersion));
+  std::string bytes;
+  message.SerializeToString(&bytes);
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+void AgentServiceImpl::PushCurrentBundle() {
+  const std::shared_ptr<const SharedBundle> bundle = CurrentBundle();
+  const absl::Time start = absl::Now();
+  std::vector<std::shared_ptr<AgentStream>> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    streams.reserve(streams_.size());
+    for (const auto& [host, stream] : streams_) streams.push_back(stream);
+  }
+  for (const std::shared_ptr<AgentStream>& stream : streams) {
+    stream->PushBundle(bundle, bundle->published());
+  }
+  deps_.metrics->pushes->Increment();
+  deps_.metrics->fanout_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  Log(LogLevel::kInfo, absl::StrCat("pushed bundle version ", bundle->version(), " (",
+                                    bundle->body_size(), " bytes) to ", streams.size(),
+                                    " agents in ", absl::FormatDuration(absl::Now() - start)));
+}
+
+void AgentServiceImpl::Shutdown() {
+  std::vector<std::shared_ptr<AgentStream>> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (const auto& [host, stream] : streams_) streams.push_back(stream);
+  }
+  for (const std::shared_ptr<AgentStream>& stream : streams) {
+    stream->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  }
+}
+
+size_t AgentServiceImpl::connected() const {
+  absl::MutexLock lock(&mu_);
+  return streams_.size();
+}
+
+}  // namespace rxfleet::server

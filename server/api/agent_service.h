@@ -1,0 +1,96 @@
+#pragma once
+
+// AgentService.Connect on the gRPC callback API: one reactor per agent stream, owning its
+// outbound queue (one ServerConfig slot, one PolicyBundle slot; bundles coalesce to the
+// newest). The method is registered raw (ByteBuffer in and out) so that a bundle is serialised
+// once per version and its bytes are shared by every stream (see bundle_message.h); agent
+// messages are parsed here.
+//
+// Protocol (proto/rxfleet/v1/agent_service.proto): the first message must be a valid Hello,
+// else the stream ends with INVALID_ARGUMENT. The server then sends ServerConfig and the
+// current bundle; later bundles follow every change, each with a fresh nonce. ACK/NACKs whose
+// nonce is not the stream's latest bundle are stale and ignored. A newer stream for the same
+// host ends the older one with ABORTED. Shutdown ends every stream with UNAVAILABLE.
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rxfleet/v1/agent_service.grpc.pb.h"
+#include "server/api/bundle_message.h"
+#include "server/http/metrics.h"
+#include "server/registry/event_log.h"
+#include "server/registry/policy_set.h"
+#include "server/registry/registry.h"
+
+namespace rxfleet::server {
+
+class AgentStream;
+
+struct AgentServiceOptions {
+  /// ServerConfig.report_interval: how often agents send a keep-alive update at most.
+  absl::Duration report_interval = absl::Seconds(100);
+  /// ServerConfig.metric_window_length.
+  absl::Duration metric_window_length = absl::Seconds(60);
+};
+
+/// The components the service works with; all must outlive it.
+struct AgentServiceDeps {
+  Registry* registry;
+  PolicySet* policies;
+  EventLog* events;
+  ServerMetrics* metrics;
+};
+
+class AgentServiceImpl final
+    : public v1::AgentService::WithRawCallbackMethod_Connect<v1::AgentService::Service> {
+ public:
+  AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps deps);
+  ~AgentServiceImpl() override;
+
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Connect(
+      grpc::CallbackServerContext* context) override;
+
+  /// Queues the current bundle on every stream that said Hello (the debouncer's action). The
+  /// bundle is serialised once; the stream list is copied under the lock and the loop runs
+  /// without it, so slow streams and new connections never wait for each other.
+  void PushCurrentBundle();
+
+  /// Ends every stream with UNAVAILABLE("server shutting down") and refuses new ones the same
+  /// way. Call before grpc::Server::Shutdown.
+  void Shutdown();
+
+  /// Streams that have said Hello and not ended.
+  size_t connected() const;
+
+ private:
+  friend class AgentStream;
+
+  /// The current bundle as a SharedBundle, created once per bundle version.
+  std::shared_ptr<const SharedBundle> CurrentBundle();
+  /// Makes `stream` the host's stream; returns the stream it replaces (or null), or null and
+  /// sets *refused when the service is shutting down.
+  std::shared_ptr<AgentStream> Register(const std::string& host_id,
+                                        std::shared_ptr<AgentStream> stream, bool* refused);
+  void Unregister(const std::string& host_id, const AgentStream* stream);
+  grpc::ByteBuffer ConfigMessage() const;
+
+  const AgentServiceOptions options_;
+  const AgentServiceDeps deps_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<AgentStream>> streams_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex bundle_mu_;
+  std::shared_ptr<const SharedBundle> bundle_ ABSL_GUARDED_BY(bundle_mu_);
+};
+
+}  // namespace rxfleet::server

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/time/time.h"
+#include "server/registry/policy_set.h"
+
+namespace rxfleet::server {
+
+/// A bundle body wrapped once, per bundle version, into a reference-counted gRPC slice, from
+/// which every stream builds its ServerMessage without copying or re-serialising the policies:
+///
+///   ServerMessage{bundle = PolicyBundle{<shared body>, nonce = <per push>}}
+///
+/// is encoded as three slices: the ServerMessage field-1 header (tag and length, a few bytes),
+/// the shared body, and the PolicyBundle field-2 nonce (tag, length, bytes). Protobuf parsers
+/// accept fields in any order, so the nonce after the body decodes as PolicyBundle.nonce.
+/// Immutable and thread-safe.
+class SharedBundle {
+ public:
+  /// `published`: when the bundle was published to the streams (for push-to-ACK latency).
+  SharedBundle(std::shared_ptr<const BundleBody> body, absl::Time published);
+
+  uint64_t version() const { return version_; }
+  absl::Time published() const { return published_; }
+  size_t body_size() const { return body_size_; }
+
+  /// The serialised ServerMessage carrying this bundle with `nonce` (<= 64 bytes).
+  grpc::ByteBuffer Message(std::string_view nonce) const;
+
+ private:
+  const uint64_t version_;
+  const absl::Time published_;
+  const size_t body_size_;
+  grpc::Slice body_;  // keeps the BundleBody alive through its destroy callback
+};
+
+/// A fresh random nonce: 16 lower-case hex digits (64 random bits). Thread-safe.
+std::string NewNonce();
+
+}  // namespace rxfleet::server

@@ -1,0 +1,94 @@
+#pragma once
+
+// FleetService logic without gRPC: every request is validated here (INVALID_ARGUMENT naming the
+// field), then served from the registry, the policy snapshot, the store and the event log.
+// FleetServiceImpl (fleet_service.h) only moves requests and statuses across the wire.
+//
+// Policy writes (ApplyPolicy, DeletePolicy) are serialised: the store commits first (durable
+// before the call returns), then the in-memory policy set is updated in the same order, then
+// the push is triggered (debounced). A failed store write changes nothing and returns the
+// store's error.
+
+#include <functional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "rxfleet/v1/fleet_service.pb.h"
+#include "server/http/metrics.h"
+#include "server/registry/event_log.h"
+#include "server/registry/policy_set.h"
+#include "server/registry/registry.h"
+#include "server/store/store.h"
+
+namespace rxfleet::server {
+
+/// Who called a write, for audit events.
+struct Caller {
+  /// "unauthenticated" until TLS client certificates arrive, plus the peer and user-agent.
+  std::string actor = "unauthenticated";
+};
+
+struct FleetApiDeps {
+  Store* store;
+  Registry* registry;
+  PolicySet* policies;
+  EventLog* events;
+  ServerMetrics* metrics;
+  /// Called after a committed policy change (the push debouncer's Trigger).
+  std::function<void()> on_policy_change;
+};
+
+/// Field selector over hosts: comma-separated `connected=true|false` and `stale=true|false`
+/// terms (also with `!=`). InvalidArgument naming an unknown field or value.
+struct HostFieldSelector {
+  struct Term {
+    bool stale_field = false;  // false: connected
+    bool negated = false;
+    bool value = false;
+  };
+  std::vector<Term> terms;
+  bool Matches(const v1::Host& host) const;
+};
+absl::StatusOr<HostFieldSelector> ParseHostFieldSelector(std::string_view text);
+
+class FleetApi {
+ public:
+  explicit FleetApi(FleetApiDeps deps);
+
+  absl::StatusOr<v1::ListHostsResponse> ListHosts(const v1::ListHostsRequest& request) const;
+  absl::StatusOr<v1::Host> GetHost(const v1::GetHostRequest& request) const;
+  absl::StatusOr<v1::ListAdaptersResponse> ListAdapters(
+      const v1::ListAdaptersRequest& request) const;
+  absl::StatusOr<v1::Adapter> GetAdapter(const v1::GetAdapterRequest& request) const;
+
+  /// Creates or replaces a policy. InvalidArgument for an invalid policy (the agent's rules,
+  /// common/policy ValidatePolicy), description over 1024 characters or invalid annotation
+  /// keys; Aborted for a stale metadata.resource_version (empty = unconditional); store errors
+  /// (Unavailable, ResourceExhausted, FailedPrecondition, Internal) with SQLite's reason.
+  absl::StatusOr<v1::ApplyPolicyResponse> ApplyPolicy(const v1::ApplyPolicyRequest& request,
+                                                      const Caller& caller);
+  absl::StatusOr<v1::Policy> GetPolicy(const v1::GetPolicyRequest& request) const;
+  absl::StatusOr<v1::ListPoliciesResponse> ListPolicies(
+      const v1::ListPoliciesRequest& request) const;
+  /// NotFound if unknown; Aborted if resource_version is set and stale; store errors.
+  absl::StatusOr<v1::DeletePolicyResponse> DeletePolicy(const v1::DeletePolicyRequest& request,
+                                                        const Caller& caller);
+
+  absl::StatusOr<v1::ExplainAdapterResponse> ExplainAdapter(
+      const v1::ExplainAdapterRequest& request) const;
+
+  absl::StatusOr<v1::ListEventsResponse> ListEvents(const v1::ListEventsRequest& request) const;
+
+ private:
+  v1::Policy WithStatus(const v1::Policy& policy, const PolicySnapshot& snapshot) const;
+  void Audit(const Caller& caller, std::string_view action, std::string_view policy,
+             std::string_view old_version, std::string_view new_version, bool dry_run,
+             const absl::Status& result);
+
+  const FleetApiDeps deps_;
+  absl::Mutex write_mu_;  // serialises policy writes (store order == in-memory order)
+};
+
+}  // namespace rxfleet::server

@@ -1,0 +1,308 @@
+#include "server/api/fleet_service.h"
+
+#include <deque>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/api/status.h"
+
+namespace rxfleet::server {
+namespace {
+
+constexpr char kNoExperiments[] = "experiments are not available in this server version";
+
+Caller CallerOf(const grpc::CallbackServerContext* context) {
+  Caller caller;
+  caller.actor = absl::StrCat("unauthenticated from ", context->peer());
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("user-agent"); it != metadata.end()) {
+    absl::StrAppend(&caller.actor, " (", std::string(it->second.data(), it->second.size()), ")");
+  }
+  return caller;
+}
+
+}  // namespace
+
+// One WatchEvents call. Events arrive from the event log (under its lock) and are queued here;
+// one write is in flight at a time. Lifetime: deleted in OnDone, after unregistering from the
+// event log (which waits for a callback in progress) and from the service.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
+ public:
+  WatchReactor(FleetServiceImpl* service, EventLog* events) : service_(service), events_(events) {}
+
+  // Registers with the event log (replaying from the requested version). Runs inside the
+  // WatchEvents handler; End() before it completes is deferred until it does.
+  void Start(const v1::WatchEventsRequest& request) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finish_status_.has_value()) {  // refused before it started
+        started_ = true;
+        MaybeFinishLocked();
+        return;
+      }
+    }
+    std::optional<uint64_t> after;
+    absl::Status status = absl::OkStatus();
+    if (!request.resource_version().empty()) {
+      uint64_t version = 0;
+      if (absl::SimpleAtoi(request.resource_version(), &version)) {
+        after = version;
+      } else {
+        status = absl::InvalidArgumentError(absl::StrCat("resource_version '",
+                                                         request.resource_version(),
+                                                         "' is not an event resource version"));
+      }
+    }
+    std::optional<uint64_t> watch_id;
+    if (status.ok()) {
+      absl::StatusOr<uint64_t> id =
+          events_->Watch(request.filter(), after, [this](const v1::Event& e) { Enqueue(e); });
+      if (id.ok()) {
+        watch_id = *id;
+      } else {
+        status = id.status();
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    watch_id_ = watch_id;
+    started_ = true;
+    if (!status.ok() && !finish_status_.has_value()) finish_status_ = ToGrpcStatus(status);
+    // Finishes now if the start failed or End() arrived while starting.
+    if (finish_status_.has_value()) MaybeFinishLocked();
+  }
+
+  void End(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    RequestFinishLocked(status);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!queue_.empty()) queue_.pop_front();
+    if (!ok) {
+      RequestFinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (finish_status_.has_value()) {
+      MaybeFinishLocked();
+      return;
+    }
+    if (!queue_.empty()) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+
+  void OnCancel() override { End(grpc::Status::CANCELLED); }
+
+  void OnDone() override {
+    std::optional<uint64_t> watch_id;
+    {
+      absl::MutexLock lock(&mu_);
+      watch_id = watch_id_;
+    }
+    if (watch_id.has_value()) events_->Unwatch(*watch_id);
+    service_->Forget(this);
+    delete this;
+  }
+
+ private:
+  void Enqueue(const v1::Event& event) {
+    absl::MutexLock lock(&mu_);
+    if (finish_status_.has_value()) return;
+    if (queue_.size() >= kMaxWatchBacklog) {
+      RequestFinishLocked(
+          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       absl::StrCat("the watch fell more than ", kMaxWatchBacklog,
+                                    " events behind; list the events, then watch again")));
+      return;
+    }
+    queue_.push_back(event);
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+
+  void RequestFinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finish_status_.has_value()) return;
+    finish_status_ = status;
+    MaybeFinishLocked();
+  }
+
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || !started_ || writing_) return;
+    finished_ = true;
+    queue_.clear();
+    Finish(*finish_status_);
+  }
+
+  FleetServiceImpl* const service_;
+  EventLog* const events_;
+  absl::Mutex mu_;
+  std::deque<v1::Event> queue_ ABSL_GUARDED_BY(mu_);  // front = the write in flight
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
+  std::optional<uint64_t> watch_id_ ABSL_GUARDED_BY(mu_);
+};
+
+FleetServiceImpl::FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work)
+    : api_(api), events_(events), work_(work) {}
+
+FleetServiceImpl::~FleetServiceImpl() = default;
+
+template <typename Response, typename Fn>
+grpc::ServerUnaryReactor* FleetServiceImpl::Run(grpc::CallbackServerContext* context,
+                                                Response* response, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const bool queued = work_->Submit([reactor, response, fn = std::move(fn)]() mutable {
+    absl::StatusOr<Response> result = fn();
+    if (result.ok()) *response = *std::move(result);
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  if (!queued) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "the server is busy with other requests; retry shortly"));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::NoExperiments(grpc::CallbackServerContext* context) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, kNoExperiments));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ListHosts(grpc::CallbackServerContext* context,
+                                                      const v1::ListHostsRequest* request,
+                                                      v1::ListHostsResponse* response) {
+  return Run(context, response, [this, request] { return api_->ListHosts(*request); });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::GetHost(grpc::CallbackServerContext* context,
+                                                    const v1::GetHostRequest* request,
+                                                    v1::Host* response) {
+  return Run(context, response, [this, request] { return api_->GetHost(*request); });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ListAdapters(grpc::CallbackServerContext* context,
+                                                         const v1::ListAdaptersRequest* request,
+                                                         v1::ListAdaptersResponse* response) {
+  return Run(context, response, [this, request] { return api_->ListAdapters(*request); });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::GetAdapter(grpc::CallbackServerContext* context,
+                                                       const v1::GetAdapterRequest* request,
+                                                       v1::Adapter* response) {
+  return Run(context, response, [this, request] { return api_->GetAdapter(*request); });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ApplyPolicy(grpc::CallbackServerContext* context,
+                                                        const v1::ApplyPolicyRequest* request,
+                                                        v1::ApplyPolicyResponse* response) {
+  return Run(context, response, [this, request, caller = CallerOf(context)] {
+    return api_->ApplyPolicy(*request, caller);
+  });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::GetPolicy(grpc::CallbackServerContext* context,
+                                                      const v1::GetPolicyRequest* request,
+                                                      v1::Policy* response) {
+  return Run(context, response, [this, request] { return api_->GetPolicy(*request); });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ListPolicies(grpc::CallbackServerContext* context,
+                                                         const v1::ListPoliciesRequest* request,
+                                                         v1::ListPoliciesResponse* response) {
+  return Run(context, response, [this, request] { return api_->ListPolicies(*request); });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::DeletePolicy(grpc::CallbackServerContext* context,
+                                                         const v1::DeletePolicyRequest* request,
+                                                         v1::DeletePolicyResponse* response) {
+  return Run(context, response, [this, request, caller = CallerOf(context)] {
+    return api_->DeletePolicy(*request, caller);
+  });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ExplainAdapter(grpc::CallbackServerContext* context,
+                                                           const v1::ExplainAdapterRequest* request,
+                                                           v1::ExplainAdapterResponse* response) {
+  return Run(context, response, [this, request] { return api_->ExplainAdapter(*request); });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(grpc::CallbackServerContext* context,
+                                                             const v1::CreateExperimentRequest*,
+                                                             v1::CreateExperimentResponse*) {
+  return NoExperiments(context);
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(grpc::CallbackServerContext* context,
+                                                            const v1::ListExperimentsRequest*,
+                                                            v1::ListExperimentsResponse*) {
+  return NoExperiments(context);
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::GetExperiment(grpc::CallbackServerContext* context,
+                                                          const v1::GetExperimentRequest*,
+                                                          v1::Experiment*) {
+  return NoExperiments(context);
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerContext* context,
+                                                           const v1::StopExperimentRequest*,
+                                                           v1::Experiment*) {
+  return NoExperiments(context);
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(
+    grpc::CallbackServerContext* context, const v1::GetExperimentReportRequest*,
+    v1::ExperimentReport*) {
+  return NoExperiments(context);
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(grpc::CallbackServerContext* context,
+                                                              const v1::PromoteExperimentRequest*,
+                                                              v1::PromoteExperimentResponse*) {
+  return NoExperiments(context);
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ListEvents(grpc::CallbackServerContext* context,
+                                                       const v1::ListEventsRequest* request,
+                                                       v1::ListEventsResponse* response) {
+  return Run(context, response, [this, request] { return api_->ListEvents(*request); });
+}
+
+grpc::ServerWriteReactor<v1::Event>* FleetServiceImpl::WatchEvents(
+    grpc::CallbackServerContext*, const v1::WatchEventsRequest* request) {
+  auto* watch = new WatchReactor(this, events_);
+  bool refused = false;
+  {
+    absl::MutexLock lock(&watches_mu_);
+    refused = shutting_down_;
+    watches_.insert(watch);
+  }
+  if (refused) watch->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  watch->Start(*request);
+  return watch;
+}
+
+void FleetServiceImpl::Forget(WatchReactor* watch) {
+  absl::MutexLock lock(&watches_mu_);
+  watches_.erase(watch);
+}
+
+void FleetServiceImpl::Shutdown() {
+  absl::MutexLock lock(&watches_mu_);
+  shutting_down_ = true;
+  for (WatchReactor* watch : watches_) {
+    watch->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  }
+}
+
+}  // namespace rxfleet::server

@@ -1,0 +1,284 @@
+#include "server/experiments/convert.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/proto/convert.h"
+#include "common/proto/time.h"
+#include "common/string_view_compat.h"
+
+namespace rxfleet::experiments {
+namespace {
+
+using common::ToAbslView;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+void SegmentToProto(const std::vector<std::string>& keys, const std::vector<std::string>& values,
+                    google::protobuf::Map<std::string, std::string>* out) {
+  if (values.empty()) return;
+  common::LabelsToProto(SegmentMap(keys, values), out);
+}
+
+}  // namespace
+
+v1::ExperimentSpec ExperimentSpecToProto(const Experiment& e) {
+  v1::ExperimentSpec spec;
+  *spec.mutable_selector() = common::SelectorToProto(e.selector);
+  for (const Arm& arm : e.arms) {
+    v1::ExperimentArm* out = spec.add_arms();
+    out->set_name(arm.name);
+    *out->mutable_settings() = common::RxAggSettingsToProto(arm.settings);
+    out->set_weight(arm.weight);
+  }
+  spec.set_control_arm(e.control_arm);
+  spec.set_design(e.design == Design::kSwitchback ? v1::EXPERIMENT_DESIGN_SWITCHBACK
+                                                  : v1::EXPERIMENT_DESIGN_PARALLEL);
+  *spec.mutable_duration() = common::DurationToProto(e.duration);
+  *spec.mutable_window_length() = common::DurationToProto(e.window_length);
+  if (e.design == Design::kSwitchback) {
+    *spec.mutable_period_length() = common::DurationToProto(e.period_length);
+  }
+  *spec.mutable_burn_in() = common::DurationToProto(e.burn_in);
+  spec.set_primary_metric(std::string(MetricName(e.primary_metric)));
+  for (Metric m : e.secondary_metrics) spec.add_secondary_metrics(std::string(MetricName(m)));
+  for (const Guardrail& g : e.guardrails) {
+    v1::Guardrail* out = spec.add_guardrails();
+    out->set_metric(std::string(MetricName(g.metric)));
+    out->set_comparator(g.op == GuardrailOp::kAtMost ? v1::COMPARATOR_GREATER_THAN
+                                                     : v1::COMPARATOR_LESS_THAN);
+    out->set_threshold(g.threshold);
+    out->set_relative_to_control(false);
+    if (g.min_windows) out->set_min_windows(*g.min_windows);
+  }
+  for (const std::string& key : e.segment_keys) spec.add_segment_label_keys(key);
+  spec.set_priority(e.priority);
+  spec.set_seed(e.seed);
+  return spec;
+}
+
+v1::Experiment ExperimentToProto(const Experiment& e) {
+  v1::Experiment out;
+  out.mutable_metadata()->set_name(e.name);
+  common::LabelsToProto(e.labels, out.mutable_metadata()->mutable_labels());
+  out.mutable_metadata()->set_resource_version(e.resource_version);
+  *out.mutable_spec() = ExperimentSpecToProto(e);
+  return out;
+}
+
+absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in,
+                                               std::string_view source) {
+  const std::string& name = in.metadata().name();
+  auto fail = [&](absl::string_view message) {
+    return absl::InvalidArgumentError(absl::StrCat("experiment '", name, "': ", message));
+  };
+  const v1::ExperimentSpec& spec = in.spec();
+  Experiment e;
+  e.name = name;
+  e.labels = common::LabelsFromProto(in.metadata().labels());
+  e.resource_version = in.metadata().resource_version();
+  e.source = std::string(source);
+  absl::StatusOr<common::Selector> selector = common::SelectorFromProto(spec.selector());
+  if (!selector.ok()) return fail(selector.status().message());
+  e.selector = *std::move(selector);
+  for (const v1::ExperimentArm& arm : spec.arms()) {
+    e.arms.push_back(Arm{arm.name(), common::RxAggSettingsFromProto(arm.settings()),
+                         arm.weight()});
+  }
+  e.control_arm = spec.control_arm();
+  if (e.control_arm.empty() && !e.arms.empty()) e.control_arm = e.arms.front().name;
+  switch (spec.design()) {
+    case v1::EXPERIMENT_DESIGN_PARALLEL:
+      e.design = Design::kParallel;
+      break;
+    case v1::EXPERIMENT_DESIGN_SWITCHBACK:
+      e.design = Design::kSwitchback;
+      break;
+    default:
+      return fail("spec.design: must be EXPERIMENT_DESIGN_PARALLEL or EXPERIMENT_DESIGN_SWITCHBACK");
+  }
+  e.duration = common::DurationFromProto(spec.duration());
+  if (spec.has_window_length() &&
+      common::DurationFromProto(spec.window_length()) != absl::ZeroDuration()) {
+    e.window_length = common::DurationFromProto(spec.window_length());
+  }
+  e.period_length = common::DurationFromProto(spec.period_length());
+  e.burn_in = common::DurationFromProto(spec.burn_in());
+  absl::StatusOr<Metric> primary = ParseMetric(spec.primary_metric());
+  if (!primary.ok()) return fail(absl::StrCat("spec.primary_metric: ", primary.status().message()));
+  e.primary_metric = *primary;
+  for (int i = 0; i < spec.secondary_metrics_size(); ++i) {
+    absl::StatusOr<Metric> m = ParseMetric(spec.secondary_metrics(i));
+    if (!m.ok()) {
+      return fail(absl::StrCat("spec.secondary_metrics[", i, "]: ", m.status().message()));
+    }
+    e.secondary_metrics.push_back(*m);
+  }
+  for (int i = 0; i < spec.guardrails_size(); ++i) {
+    const v1::Guardrail& in_g = spec.guardrails(i);
+    const std::string path = absl::StrCat("spec.guardrails[", i, "]");
+    Guardrail g;
+    absl::StatusOr<Metric> m = ParseMetric(in_g.metric());
+    if (!m.ok()) return fail(absl::StrCat(path, ".metric: ", m.status().message()));
+    g.metric = *m;
+    switch (in_g.comparator()) {
+      case v1::COMPARATOR_GREATER_THAN:
+        g.op = GuardrailOp::kAtMost;
+        break;
+      case v1::COMPARATOR_LESS_THAN:
+        g.op = GuardrailOp::kAtLeast;
+        break;
+      default:
+        return fail(absl::StrCat(path, ".comparator: must be COMPARATOR_LESS_THAN or "
+                                       "COMPARATOR_GREATER_THAN"));
+    }
+    if (in_g.relative_to_control()) {
+      return fail(absl::StrCat(path, ".relative_to_control: relative guardrails are not "
+                                     "supported; use an absolute threshold"));
+    }
+    g.threshold = in_g.threshold();
+    if (in_g.min_windows() != 0) g.min_windows = in_g.min_windows();
+    e.guardrails.push_back(g);
+  }
+  e.segment_keys.assign(spec.segment_label_keys().begin(), spec.segment_label_keys().end());
+  e.priority = spec.priority();
+  e.seed = spec.seed();
+  if (absl::Status s = ValidateExperiment(e); !s.ok()) return s;
+  return e;
+}
+
+v1::ExperimentAssignment AssignmentToProto(const Experiment& e, int64_t generation,
+                                           std::string_view adapter_id, const Assignment& a) {
+  v1::ExperimentAssignment out;
+  out.set_adapter_id(std::string(adapter_id));
+  out.set_experiment(e.name);
+  out.set_experiment_generation(generation);
+  out.set_arm(a.arm);
+  *out.mutable_settings() = common::RxAggSettingsToProto(e.arms[a.arm_index].settings);
+  out.set_priority(e.priority);
+  out.set_period_index(a.period_index);
+  *out.mutable_period_end_time() = common::TimeToProto(a.period_end);
+  return out;
+}
+
+v1::StoppedArm StoppedArmToProto(const Experiment& e, const StoppedArm& s) {
+  v1::StoppedArm out;
+  SegmentToProto(e.segment_keys, s.segment, out.mutable_segment());
+  out.set_arm(s.arm);
+  out.set_reason(s.reason);
+  out.set_message(s.message);
+  *out.mutable_time() = common::TimeToProto(s.time);
+  return out;
+}
+
+absl::StatusOr<StoppedArm> StoppedArmFromProto(const Experiment& e, const v1::StoppedArm& in) {
+  StoppedArm s;
+  if (!e.ArmIndex(in.arm())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stopped arm '", in.arm(), "' is not an arm of experiment '", e.name, "'"));
+  }
+  s.arm = in.arm();
+  if (!in.segment().empty()) {
+    if (static_cast<size_t>(in.segment().size()) != e.segment_keys.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stopped arm '", in.arm(), "': segment has ", in.segment().size(),
+                       " keys; experiment '", e.name, "' has ", e.segment_keys.size()));
+    }
+    for (const std::string& key : e.segment_keys) {
+      auto it = in.segment().find(key);
+      if (it == in.segment().end()) {
+        return absl::InvalidArgumentError(absl::StrCat("stopped arm '", in.arm(),
+                                                       "': segment lacks key '", key, "'"));
+      }
+      s.segment.push_back(it->second);
+    }
+  }
+  s.reason = in.reason();
+  s.message = in.message();
+  s.time = common::TimeFromProto(in.time());
+  return s;
+}
+
+Window WindowFromProto(const v1::MetricWindow& in, std::string_view host_id,
+                       std::vector<std::string> segment) {
+  Window w;
+  w.adapter = AdapterKey(host_id, in.adapter_id());
+  w.segment = std::move(segment);
+  w.arm = in.arm();
+  w.period_index = in.period_index();
+  w.start = common::TimeFromProto(in.window_start_time());
+  w.duration = common::DurationFromProto(in.window_duration());
+  w.valid = in.valid();
+  w.invalid_reason = in.invalid_reason();
+  w.rx_bytes = in.rx_bytes();
+  w.tx_bytes = in.tx_bytes();
+  w.rx_packets = in.rx_packets();
+  w.tx_packets = in.tx_packets();
+  w.rx_dropped = in.rx_dropped();
+  w.rtt_count = in.rtt().count();
+  w.rtt_mean_seconds = in.rtt().mean_seconds();
+  w.rtt_p99_seconds = in.rtt().p99_seconds();
+  w.probes_sent = in.probes_sent();
+  w.probes_lost = in.probes_lost();
+  w.busiest_core_ratio = in.busiest_core_ratio();
+  w.host_cpu_ratio = in.host_cpu_ratio();
+  return w;
+}
+
+v1::ExperimentReport ReportToProto(const Report& r, int64_t generation,
+                                   v1::ExperimentPhase phase) {
+  v1::ExperimentReport out;
+  out.set_experiment(r.experiment);
+  out.set_generation(generation);
+  out.set_phase(phase);
+  *out.mutable_generate_time() = common::TimeToProto(r.generated);
+  if (r.windows_used > 0) {
+    *out.mutable_first_window_time() = common::TimeToProto(r.first_window_start);
+    *out.mutable_last_window_time() = common::TimeToProto(r.last_window_start);
+  }
+  out.set_primary_metric(std::string(MetricName(r.primary_metric)));
+  for (const SegmentResult& segment : r.segments) {
+    v1::SegmentReport* s = out.add_segments();
+    SegmentToProto(r.segment_keys, segment.values, s->mutable_segment());
+    for (const ArmResult& arm : segment.arms) {
+      v1::ArmReport* a = s->add_arms();
+      a->set_arm(arm.arm);
+      a->set_adapters(static_cast<uint32_t>(arm.adapters));
+      a->set_windows(arm.windows);
+      a->set_invalid_windows(arm.excluded_windows);
+      a->set_stopped(arm.stopped);
+      for (const MetricSummary& summary : arm.metrics) {
+        v1::MetricSummary* m = a->add_metrics();
+        m->set_metric(std::string(MetricName(summary.metric)));
+        m->set_mean(summary.estimate.mean);
+        m->set_ci95_low(summary.estimate.ci ? summary.estimate.ci->low : kNaN);
+        m->set_ci95_high(summary.estimate.ci ? summary.estimate.ci->high : kNaN);
+        m->set_samples(summary.windows);
+      }
+    }
+    for (const Comparison& c : segment.comparisons) {
+      if (!c.estimate) continue;
+      v1::ArmComparison* out_c = s->add_comparisons();
+      out_c->set_arm(c.arm);
+      out_c->set_control_arm(c.control_arm);
+      out_c->set_metric(std::string(MetricName(c.metric)));
+      out_c->set_diff(c.estimate->diff);
+      out_c->set_relative_diff(c.estimate->relative ? c.estimate->relative->value : 0.0);
+      out_c->set_ci95_low(c.estimate->ci.low);
+      out_c->set_ci95_high(c.estimate->ci.high);
+      out_c->set_p_value(c.estimate->p_value);
+    }
+  }
+  for (const ReportNote& note : r.notes) {
+    v1::ReportNote* n = out.add_notes();
+    n->set_code(note.code);
+    n->set_message(note.message);
+    if (note.segment) SegmentToProto(r.segment_keys, *note.segment, n->mutable_segment());
+  }
+  return out;
+}
+
+}  // namespace rxfleet::experiments

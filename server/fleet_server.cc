@@ -1,0 +1,187 @@
+#include "server/fleet_server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rxfleet/version.h"
+#include "server/api/agent_service.h"
+#include "server/api/fleet_api.h"
+#include "server/api/fleet_service.h"
+#include "server/api/work_queue.h"
+#include "server/http/http_server.h"
+#include "server/http/metrics.h"
+#include "server/log.h"
+#include "server/registry/debouncer.h"
+#include "server/registry/event_log.h"
+#include "server/registry/policy_set.h"
+#include "server/registry/registry.h"
+#include "server/store/store.h"
+
+namespace rxfleet::server {
+namespace {
+
+constexpr size_t kApiBacklog = 1024;
+
+}  // namespace
+
+FleetServer::FleetServer() = default;
+
+absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServerOptions& options) {
+  if (options.stale_after <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("stale-after must be positive");
+  }
+  if (options.push_debounce < absl::ZeroDuration() || options.push_debounce > absl::Seconds(10)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push-debounce ", absl::FormatDuration(options.push_debounce), " is out of range 0..10s"));
+  }
+  if (options.flush_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("flush interval must be positive");
+  }
+  std::unique_ptr<FleetServer> server(new FleetServer());
+  server->options_ = options;
+  FleetServer& s = *server;
+
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({options.db_path});
+  if (!store.ok()) return store.status();
+  s.store_ = *std::move(store);
+  absl::StatusOr<StoredState> state = s.store_->Load(options.max_events);
+  if (!state.ok()) return state.status();
+
+  s.metrics_ = std::make_unique<ServerMetrics>(std::make_shared<prometheus::Registry>());
+  s.policies_ = std::make_unique<PolicySet>(state->policies, state->bundle_version);
+  for (const auto& [name, reason] : s.policies_->snapshot()->invalid) {
+    Log(LogLevel::kWarning, absl::StrCat("stored policy ", name,
+                                         " fails validation and will be NACKed by agents: ", reason,
+                                         " (fix it with ApplyPolicy or delete it)"));
+  }
+  RegistryOptions registry_options;
+  registry_options.stale_after = options.stale_after;
+  s.registry_ = std::make_unique<Registry>(registry_options, std::move(state->hosts));
+  EventLogOptions event_options;
+  event_options.max_events = options.max_events;
+  event_options.max_age = options.event_max_age;
+  s.events_ = std::make_unique<EventLog>(event_options, std::move(state->events),
+                                         state->last_event_version);
+
+  AgentServiceOptions agent_options;
+  // Agents send a keep-alive at least every report interval; the server marks a host stale
+  // after three silent intervals.
+  agent_options.report_interval = options.stale_after / 3;
+  s.agent_service_ = std::make_unique<AgentServiceImpl>(
+      agent_options,
+      AgentServiceDeps{s.registry_.get(), s.policies_.get(), s.events_.get(), s.metrics_.get()});
+  s.debouncer_ = std::make_unique<Debouncer>(
+      options.push_debounce, [agent = s.agent_service_.get()] { agent->PushCurrentBundle(); });
+  s.fleet_api_ = std::make_unique<FleetApi>(
+      FleetApiDeps{s.store_.get(), s.registry_.get(), s.policies_.get(), s.events_.get(),
+                   s.metrics_.get(), [debouncer = s.debouncer_.get()] { debouncer->Trigger(); }});
+  s.work_ = std::make_unique<WorkQueue>(options.api_threads, kApiBacklog);
+  s.fleet_service_ =
+      std::make_unique<FleetServiceImpl>(s.fleet_api_.get(), s.events_.get(), s.work_.get());
+
+  grpc::ServerBuilder builder;
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials();
+  builder.AddListeningPort(options.listen, credentials, &s.grpc_port_);
+  builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             kMinRecvPingIntervalWithoutDataMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kServerKeepaliveTimeMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kServerKeepaliveTimeoutMs);
+  builder.RegisterService(s.agent_service_.get());
+  builder.RegisterService(s.fleet_service_.get());
+  s.grpc_server_ = builder.BuildAndStart();
+  if (s.grpc_server_ == nullptr || s.grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", options.listen,
+                                               " (address in use, not local, or malformed)"));
+  }
+
+  if (!options.http_listen.empty()) {
+    HttpServerOptions http_options;
+    http_options.address = options.http_listen;
+    Registry* registry = s.registry_.get();
+    absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
+        http_options, s.metrics_->registry,
+        [registry] { return ServiceDiscoveryJson(registry->MetricsTargets(absl::Now())); });
+    if (!http.ok()) return http.status();
+    s.http_ = *std::move(http);
+  }
+
+  s.flusher_ = std::thread([&s] { s.FlushLoop(); });
+  std::shared_ptr<const PolicySnapshot> snapshot = s.policies_->snapshot();
+  Log(LogLevel::kInfo,
+      absl::StrCat(
+          "rxfleet-server ", rxfleet::kVersion, ": gRPC on ", options.listen, " (port ",
+          s.grpc_port_, ", ",
+          options.credentials != nullptr ? "custom credentials" : "plaintext, no TLS", "), HTTP ",
+          s.http_ != nullptr ? absl::StrCat("on port ", s.http_->port()) : "off", ", database ",
+          options.db_path, ", bundle version ", snapshot->bundle_version, ", ",
+          snapshot->policies.size(), " policies, ", s.registry_->counts().hosts, " hosts"));
+  return server;
+}
+
+FleetServer::~FleetServer() { Shutdown(absl::Seconds(5)); }
+
+int FleetServer::http_port() const { return http_ != nullptr ? http_->port() : 0; }
+
+void FleetServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || grpc_server_ == nullptr) return;
+    stopping_ = true;
+  }
+  Log(LogLevel::kInfo, "shutting down: ending agent streams and watches");
+  agent_service_->Shutdown();
+  fleet_service_->Shutdown();
+  grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  debouncer_.reset();  // no more pushes
+  work_.reset();       // finishes queued API calls
+  if (flusher_.joinable()) flusher_.join();
+  Flush();  // the last registry changes
+  http_.reset();
+  Log(LogLevel::kInfo, "stopped");
+}
+
+void FleetServer::FlushLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.flush_interval);
+    if (stopping_) break;
+    mu_.Unlock();
+    Flush();
+    const Registry::Counts counts = registry_->counts();
+    std::shared_ptr<const PolicySnapshot> snapshot = policies_->snapshot();
+    metrics_->connected_agents->Set(static_cast<double>(agent_service_->connected()));
+    metrics_->hosts->Set(static_cast<double>(counts.hosts));
+    metrics_->adapters->Set(static_cast<double>(counts.adapters));
+    metrics_->policies->Set(static_cast<double>(snapshot->policies.size()));
+    metrics_->bundle_version->Set(static_cast<double>(snapshot->bundle_version));
+    mu_.Lock();
+  }
+}
+
+bool FleetServer::Flush() {
+  std::vector<HostRecord> hosts = registry_->TakeDirty();
+  std::vector<v1::Event> events = events_->TakeUnsaved();
+  if (hosts.empty() && events.empty()) return true;
+  const absl::Status saved = store_->SaveRegistry(hosts, events, options_.max_events,
+                                                  absl::Now() - options_.event_max_age);
+  if (saved.ok()) {
+    if (flush_failing_) Log(LogLevel::kInfo, "registry writes to the database work again");
+    flush_failing_ = false;
+    return true;
+  }
+  metrics_->store_write_failures->Increment();
+  if (!flush_failing_) {
+    Log(LogLevel::kError,
+        absl::StrCat("cannot save the registry (will retry every ",
+                     absl::FormatDuration(options_.flush_interval), "): ", saved.message()));
+  }
+  flush_failing_ = true;
+  registry_->ReturnDirty(hosts);
+  events_->ReturnUnsaved(std::move(events));
+  return false;
+}
+
+}  // namespace rxfleet::server

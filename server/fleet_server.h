@@ -1,0 +1,121 @@
+#pragma once
+
+// rxfleet-server assembled: store, registry, policies, events, AgentService and FleetService on
+// one gRPC server (callback API), the push debouncer, the registry's write-behind flusher and
+// the HTTP endpoint. main.cc parses flags into FleetServerOptions; tests start it in-process.
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace rxfleet::server {
+
+class AgentServiceImpl;
+class Debouncer;
+class EventLog;
+class FleetApi;
+class FleetServiceImpl;
+class HttpServer;
+class PolicySet;
+class Registry;
+class Store;
+class WorkQueue;
+struct ServerMetrics;
+
+/// Default gRPC listen address. 7443 ("7" for the fleet, "443" because the port keeps its
+/// number when TLS arrives); loopback only until then, because the API is plaintext.
+inline constexpr std::string_view kDefaultListen = "127.0.0.1:7443";
+
+/// Keepalive policy (docs/SERVER.md, "Keepalive"). Agents ping every 20 s without data and
+/// give up after 10 s; the server accepts pings down to every 10 s without data (twice the
+/// agents' rate), with no call open, and pings idle agents itself every 60 s.
+inline constexpr int kMinRecvPingIntervalWithoutDataMs = 10000;
+inline constexpr int kServerKeepaliveTimeMs = 60000;
+inline constexpr int kServerKeepaliveTimeoutMs = 20000;
+
+/// Largest message the server accepts (an inventory of 256 adapters is far smaller).
+inline constexpr int kMaxReceiveMessageBytes = 4 << 20;
+
+struct FleetServerOptions {
+  /// gRPC listen address HOST:PORT (port 0 = any free port; read grpc_port()).
+  std::string listen = std::string(kDefaultListen);
+  /// SQLite database file (see server/store/store.h).
+  std::string db_path;
+  /// HTTP listen address for /metrics and /sd/agents; empty disables HTTP.
+  std::string http_listen;
+  /// A host is stale after this long without messages or without ACKing a sent bundle.
+  absl::Duration stale_after = absl::Minutes(5);
+  /// Policy changes within this window after the first one are pushed together. [0, 10 s].
+  absl::Duration push_debounce = absl::Milliseconds(100);
+  /// How often registry and event changes are written to the database.
+  absl::Duration flush_interval = absl::Seconds(1);
+  /// Events kept, and their maximum age.
+  size_t max_events = 10000;
+  absl::Duration event_max_age = absl::Hours(24 * 7);
+  /// FleetService worker threads (handlers that read the registry and write SQLite).
+  size_t api_threads = 2;
+  /// Transport security of the gRPC port. Null = plaintext (insecure) credentials, the only
+  /// option until TLS arrives; the seam where TLS server credentials will be passed.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+};
+
+class FleetServer {
+ public:
+  /// Opens the database, loads the state and starts serving. Errors: InvalidArgument for bad
+  /// options, the store's errors (see Store::Open), Unavailable if a port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<FleetServer>> Start(const FleetServerOptions& options);
+
+  /// Shutdown(absl::Seconds(5)) if not done yet.
+  ~FleetServer();
+  FleetServer(const FleetServer&) = delete;
+  FleetServer& operator=(const FleetServer&) = delete;
+
+  /// Graceful stop: ends agent streams and watches with UNAVAILABLE, stops accepting calls,
+  /// lets running calls finish for up to `grace` (then cancels them), stops pushes and writes
+  /// the last registry changes to the database. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+  int grpc_port() const { return grpc_port_; }
+  /// 0 when HTTP is disabled.
+  int http_port() const;
+
+ private:
+  FleetServer();
+  void FlushLoop();
+  /// Writes dirty hosts and new events; logs (once per failure streak) and retries later on
+  /// failure. Returns whether the write succeeded.
+  bool Flush();
+
+  FleetServerOptions options_;
+  int grpc_port_ = 0;
+
+  // Construction order = dependency order; destroyed in reverse.
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<PolicySet> policies_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<AgentServiceImpl> agent_service_;
+  std::unique_ptr<FleetApi> fleet_api_;
+  std::unique_ptr<WorkQueue> work_;
+  std::unique_ptr<FleetServiceImpl> fleet_service_;
+  std::unique_ptr<Debouncer> debouncer_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<HttpServer> http_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool flush_failing_ = false;  // flush thread only (and Shutdown after joining it)
+  std::thread flusher_;
+};
+
+}  // namespace rxfleet::server

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <memory>
+
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace rxfleet::server {
+
+/// The server's Prometheus metrics (names `rxfleet_server_*`, base units, counters `_total`).
+/// Created once and shared by the components that update them; every member is thread-safe.
+struct ServerMetrics {
+  explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  std::shared_ptr<prometheus::Registry> registry;
+
+  // Registry sizes, refreshed by the server's housekeeping tick (every second).
+  prometheus::Gauge* connected_agents;  ///< open AgentService streams with a Hello
+  prometheus::Gauge* hosts;             ///< hosts in the registry (connected or not)
+  prometheus::Gauge* adapters;          ///< adapters in the registry, not GONE
+  prometheus::Gauge* policies;          ///< stored policies
+  prometheus::Gauge* bundle_version;    ///< current bundle version
+
+  // Push and acknowledgement.
+  prometheus::Counter* pushes;                 ///< fan-outs of a new bundle version to all streams
+  prometheus::Counter* bundle_writes;          ///< bundle messages written to streams
+  prometheus::Counter* bundles_coalesced;      ///< pending bundles replaced by newer ones
+  prometheus::Counter* acks;                   ///< ACKs of the latest push of their stream
+  prometheus::Counter* nacks;                  ///< NACKs of the latest push of their stream
+  prometheus::Counter* stale_replies;          ///< ACK/NACKs whose nonce is not the latest push
+  prometheus::Histogram* push_to_ack_seconds;  ///< bundle published (or sent) -> ACK received
+  prometheus::Histogram* fanout_seconds;       ///< time to queue one bundle on every stream
+
+  // Streams.
+  prometheus::Counter* streams_opened;          ///< streams that sent a valid Hello
+  prometheus::Counter* streams_rejected;        ///< streams ended for invalid input
+  prometheus::Counter* streams_replaced;        ///< streams ended by a newer stream of their host
+  prometheus::Counter* metric_windows_ignored;  ///< MetricWindows (no experiments yet)
+
+  // Persistence.
+  prometheus::Counter* store_write_failures;  ///< failed SQLite writes (API or write-behind)
+};
+
+}  // namespace rxfleet::server
