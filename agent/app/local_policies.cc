@@ -35,9 +35,13 @@ absl::StatusOr<std::vector<common::Policy>> LocalPolicyFiles::Load() const {
 std::string LocalPolicyFiles::Fingerprint() const {
   std::string out;
   for (const std::string& path : paths_) {
-    absl::StrAppend(&out, path, "=", StatSummary(path), ";");
     std::error_code ec;
-    if (!std::filesystem::is_directory(path, ec)) continue;
+    if (!std::filesystem::is_directory(path, ec)) {
+      absl::StrAppend(&out, path, "=", StatSummary(path), ";");
+      continue;
+    }
+    // A directory's own mtime changes with any file in it; only policy files matter.
+    absl::StrAppend(&out, path, "=dir;");
     std::vector<std::string> names;
     for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
       const std::string name = entry.path().filename().string();
