@@ -1,0 +1,63 @@
+#pragma once
+
+#include <functional>
+#include <istream>
+#include <ostream>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cli/client/fleet_client.h"
+#include "cli/client/local_status_client.h"
+
+namespace rxfleet::cli {
+
+// Every verb follows the same shape: CLI11 flags bind to an options struct, Validate*
+// checks it, Run* does the work with the streams and clients it is handed. Tests call Run*
+// directly with string streams and mock clients.
+
+/// Where a command reads input and writes data (stdout) and messages (stderr).
+struct Streams {
+  std::istream* in;
+  std::ostream* out;
+  std::ostream* err;
+};
+
+/// What a running command gets from the process.
+struct CommandContext {
+  Streams streams;
+  /// The time ages are computed against (fixed in golden tests).
+  absl::Time now;
+  /// Triggered by SIGINT/SIGTERM: ends `watch` (exit 0) and cancels calls in flight.
+  std::stop_token stop;
+  /// Connects to rxfleet-server on first use (flags > environment > config file > default).
+  std::function<absl::StatusOr<FleetClient*>()> fleet;
+  /// Connects to the local agent's Unix socket on first use.
+  std::function<absl::StatusOr<LocalStatusClient*>()> local;
+};
+
+/// What a verb needs besides its streams.
+enum class CommandTarget {
+  kNone,    ///< e.g. `completion`
+  kServer,  ///< rxfleet-server (FleetService)
+  kAgent,   ///< the local agent (LocalStatusService, `--local`)
+};
+
+/// The command the parser selected: filled in by the leaf subcommand's CLI11 callback.
+struct SelectedCommand {
+  std::string path;  ///< e.g. "get adapters", for messages
+  CommandTarget target = CommandTarget::kNone;
+  std::function<absl::Status(const CommandContext&)> run;
+};
+
+/// Splits an adapter reference "HOST/ADAPTER" (adapter ids are unique per host only).
+/// InvalidArgument with an example unless both parts are non-empty.
+absl::StatusOr<std::pair<std::string, std::string>> ParseAdapterRef(std::string_view ref);
+
+/// Prints "No resources found." on the error stream (kubectl's wording for empty results).
+void PrintNoResources(const Streams& streams);
+
+}  // namespace rxfleet::cli

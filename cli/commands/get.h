@@ -1,0 +1,46 @@
+#pragma once
+
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "cli/client/fleet_client.h"
+#include "cli/commands/command.h"
+
+namespace rxfleet::cli {
+
+/// The kinds `get` and `describe` know.
+enum class ResourceKind { kHost, kAdapter, kPolicy };
+
+/// Options of `rxfleetctl get hosts|adapters|policies [NAME]`.
+struct GetOptions {
+  ResourceKind kind = ResourceKind::kAdapter;
+  /// One object: host name, HOST/ADAPTER, or policy name; empty lists all.
+  std::string name;
+  /// -l/--selector: label selector over (host) labels, e.g. "board=pi1,arch!=armv6l".
+  std::string label_selector;
+  /// --field-selector: built-in fields, e.g. "usb_speed=super,chip=rtl8922au" (hosts and
+  /// adapters only).
+  std::string field_selector;
+  /// -o/--output: table, wide, json, yaml, name.
+  std::string output = "table";
+  /// --include-gone: also list unplugged adapters (adapters only).
+  bool include_gone = false;
+};
+
+/// Adds `get` with the subcommands `hosts`, `adapters` and `policies` (singular aliases) to
+/// `root`; parsing one of them fills `selected`.
+void AddGetCommand(CLI::App& root, SelectedCommand* selected);
+
+/// Checks the options before any call: output format; label selector syntax (common's
+/// ParseLabelSelector); field selectors only for hosts and adapters and, for adapters, valid
+/// for common's ParseFieldSelector; NAME of an adapter as HOST/ADAPTER; NAME not combined with
+/// selectors. InvalidArgument naming the flag.
+absl::Status ValidateGetOptions(const GetOptions& options);
+
+/// Fetches (all pages) and prints. Tables go to stdout; an empty list prints
+/// "No resources found." on stderr and succeeds (json/yaml still print the empty list).
+/// A missing NAME is NOT_FOUND from the server.
+absl::Status RunGet(const GetOptions& options, FleetClient& client, const CommandContext& ctx);
+
+}  // namespace rxfleet::cli

@@ -1,0 +1,288 @@
+#include "cli/output/describe.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/output/events.h"
+#include "cli/output/format.h"
+#include "cli/output/resources.h"
+#include "cli/output/table.h"
+#include "common/units.h"
+
+namespace rxfleet::cli {
+namespace {
+
+constexpr size_t kLabelWidth = 22;
+
+void Field(std::ostream& out, absl::string_view label, absl::string_view value) {
+  std::string line = absl::StrCat(label, ":");
+  if (line.size() < kLabelWidth)
+    line.resize(kLabelWidth, ' ');
+  else
+    line += ' ';
+  out << line << value << '\n';
+}
+
+std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
+
+std::string YesNo(bool b) { return b ? "yes" : "no"; }
+
+void PrintConditions(const google::protobuf::RepeatedPtrField<v1::Condition>& conditions,
+                     absl::Time now, std::ostream& out) {
+  if (conditions.empty()) {
+    Field(out, "Conditions", "<none>");
+    return;
+  }
+  out << "Conditions:\n";
+  Table table({"TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"});
+  for (const auto& c : conditions) {
+    table.AddRow({c.type(), ConditionStatusWord(c.status()), c.reason().empty() ? "-" : c.reason(),
+                  FormatAge(AsTime(c.last_transition_time()), now), c.message()});
+  }
+  table.Print(out, "  ");
+}
+
+void PrintMetadata(const v1::ObjectMeta& meta, absl::Time now, std::ostream& out) {
+  Field(out, "Name", meta.name());
+  Field(out, "Labels", FormatLabels(meta.labels()));
+  if (!meta.annotations().empty()) Field(out, "Annotations", FormatLabels(meta.annotations()));
+  Field(out, "Created", FormatTimeWithAge(meta.create_time(), now));
+}
+
+// The observed register fields as settings, so they format like the others.
+v1::RxAggSettings ObservedSettings(const v1::AdapterStatus& status) {
+  v1::RxAggSettings settings;
+  if (!status.has_observed() || status.observed().registers_size() == 0) return settings;
+  const auto& decoded = status.observed().decoded();
+  settings.set_hold_us(decoded.hold_us());
+  settings.set_count_threshold(decoded.count_threshold());
+  settings.set_buffer_kib(decoded.buffer_kib());
+  settings.set_enable(decoded.enable());
+  return settings;
+}
+
+}  // namespace
+
+void DescribeHost(const v1::Host& host, const std::vector<v1::Adapter>& adapters,
+                  const std::vector<v1::Event>& events, absl::Time now, std::ostream& out) {
+  const auto& status = host.status();
+  const auto& info = status.host_info();
+  PrintMetadata(host.metadata(), now, out);
+  Field(out, "Status", HostStatusWords(status));
+  Field(out, "Last seen", FormatTimeWithAge(status.last_seen_time(), now));
+  Field(out, "Connected since",
+        status.connected() ? FormatTimeWithAge(status.connect_time(), now) : "-");
+  Field(out, "Peer", OrNone(status.peer_address()));
+  Field(out, "Agent", OrNone(status.agent_version()));
+  Field(out, "Capabilities",
+        status.capabilities().empty() ? "<none>" : absl::StrJoin(status.capabilities(), ","));
+  Field(out, "Metrics", OrNone(status.metrics_address()));
+  out << "Machine:\n";
+  Field(out, "  Hostname", OrNone(info.hostname()));
+  Field(out, "  Board", OrNone(info.board_model()));
+  Field(out, "  CPU",
+        info.cpu_model().empty() ? absl::StrCat(info.cpu_count(), " CPUs")
+                                 : absl::StrCat(info.cpu_model(), " x", info.cpu_count()));
+  Field(out, "  Memory",
+        info.memory_bytes() == 0
+            ? "<unknown>"
+            : absl::StrFormat("%.1f GiB", static_cast<double>(info.memory_bytes()) /
+                                              (1024.0 * 1024.0 * 1024.0)));
+  Field(out, "  Arch", OrNone(info.arch()));
+  Field(out, "  Kernel", OrNone(info.kernel_release()));
+  Field(out, "  OS", OrNone(info.os()));
+  Field(out, "  Boot id", OrNone(info.boot_id()));
+  out << "Bundle:\n";
+  Field(out, "  Last sent", absl::StrCat(status.last_sent_version()));
+  Field(out, "  Last ACKed",
+        status.last_acked_version() == 0
+            ? "<none>"
+            : absl::StrCat(status.last_acked_version(), " at ",
+                           FormatTimeWithAge(status.last_ack_time(), now)));
+  if (status.has_last_nack() && status.last_nack().version() != 0) {
+    const auto& nack = status.last_nack();
+    Field(out, "  Last NACK",
+          absl::StrCat(nack.version(), " at ", FormatTimeWithAge(nack.time(), now), ": ",
+                       nack.error_detail()));
+  } else {
+    Field(out, "  Last NACK", "<none>");
+  }
+  PrintConditions(status.conditions(), now, out);
+  if (adapters.empty()) {
+    Field(out, "Adapters", "<none>");
+  } else {
+    out << "Adapters:\n";
+    Table table({"ADAPTER", "CHIP", "USB", "HOLD", "STATE", "NETDEV"});
+    for (const auto& adapter : adapters) {
+      const auto& s = adapter.status();
+      table.AddRow({adapter.metadata().name(),
+                    s.chip().empty() ? FormatVidPid(s.vid(), s.pid()) : s.chip(),
+                    UsbSpeedWord(s.usb_speed()), FormatAdapterHold(adapter),
+                    AdapterStateWord(s.state()), s.netdev().empty() ? "-" : s.netdev()});
+    }
+    table.Print(out, "  ");
+  }
+  PrintEventsSection(events, now, out);
+}
+
+void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
+                     const std::vector<v1::Event>& events, absl::Time now, std::ostream& out) {
+  const v1::Adapter& adapter = explain.adapter();
+  const v1::AdapterStatus& s = adapter.status();
+  Field(out, "Name", adapter.metadata().name());
+  Field(out, "Host", adapter.host_id());
+  Field(out, "Labels", FormatLabels(adapter.metadata().labels()));
+  Field(out, "Chip",
+        absl::StrCat(s.chip().empty() ? "<unknown>" : s.chip(), " (layout ", LayoutWord(s.layout()),
+                     ")"));
+  Field(out, "USB ID", FormatVidPid(s.vid(), s.pid()));
+  Field(out, "Product",
+        absl::StrCat(OrNone(s.product()), " (", OrNone(s.manufacturer()), "), serial ",
+                     OrNone(s.serial())));
+  Field(out, "USB speed",
+        absl::StrFormat("%s (bcdUSB %x.%02x)", UsbSpeedWord(s.usb_speed()), s.bcd_usb() >> 8,
+                        s.bcd_usb() & 0xFF));
+  Field(out, "Port",
+        absl::StrCat(OrNone(s.port_path()), " (peer ", OrNone(s.peer_port_path()), ", bus ",
+                     s.bus(), ", device ", s.devnum(), ")"));
+  Field(out, "Netdev",
+        s.netdev().empty() ? "<none>"
+                           : absl::StrCat(s.netdev(), " (driver ", OrNone(s.driver()), ")"));
+  Field(out, "State", AdapterStateWord(s.state()));
+  Field(out, "In sync", YesNo(explain.in_sync()));
+  Field(
+      out, "Bundle",
+      absl::StrCat("latest ", explain.latest_bundle_version(), ", acked ",
+                   explain.acked_bundle_version(), ", applied ", s.last_applied_bundle_version()));
+  Field(out, "Last apply", FormatTimeWithAge(s.last_apply_time(), now));
+  Field(out, "Reported", FormatTimeWithAge(s.report_time(), now));
+  Field(out, "Created", FormatTimeWithAge(adapter.metadata().create_time(), now));
+
+  // Per field: what the server expects (with provenance), what the agent wants, what the
+  // register holds.
+  out << "Effective settings:\n";
+  const v1::RxAggSettings observed = ObservedSettings(s);
+  Table settings({"FIELD", "EXPECTED", "AGENT", "OBSERVED", "SOURCE"});
+  for (const std::string& field : SettingsFieldNames()) {
+    auto expected = FormatSettingsField(explain.expected().settings(), field);
+    auto desired = FormatSettingsField(s.desired().settings(), field);
+    auto seen = FormatSettingsField(observed, field);
+    std::string source = "-";
+    if (auto it = explain.expected().provenance().find(field);
+        it != explain.expected().provenance().end()) {
+      source = ProvenanceLong(it->second);
+    } else if (auto agent_it = s.desired().provenance().find(field);
+               agent_it != s.desired().provenance().end()) {
+      source = absl::StrCat(ProvenanceLong(agent_it->second), " [agent]");
+    } else if (!expected && !desired) {
+      source = "driver (no layer sets it)";
+    }
+    settings.AddRow(
+        {field, expected.value_or("-"), desired.value_or("-"), seen.value_or("-"), source});
+  }
+  settings.Print(out, "  ");
+  if (explain.differences().empty()) {
+    Field(out, "Differences", "<none>");
+  } else {
+    out << "Differences:\n";
+    for (const auto& difference : explain.differences()) out << "  " << difference << '\n';
+  }
+  if (explain.policies().empty()) {
+    Field(out, "Policies", "<none>");
+  } else {
+    out << "Policies:\n";
+    Table policies({"NAME", "PRIORITY", "MATCHES", "DECIDES", "REASON"});
+    for (const auto& match : explain.policies()) {
+      policies.AddRow(
+          {match.policy(), absl::StrCat(match.priority()), YesNo(match.matched()),
+           match.decided_fields().empty() ? "-" : absl::StrJoin(match.decided_fields(), ","),
+           match.reason().empty() ? "-" : match.reason()});
+    }
+    policies.Print(out, "  ");
+  }
+  if (explain.has_assignment() && !explain.assignment().experiment().empty()) {
+    const auto& a = explain.assignment();
+    Field(out, "Experiment",
+          absl::StrCat(a.experiment(), " arm ", a.arm(), " (", FormatSettings(a.settings()),
+                       ", period ", a.period_index(), " ends ",
+                       FormatTimeWithAge(a.period_end_time(), now), ")"));
+  } else {
+    Field(out, "Experiment", "<none>");
+  }
+  if (s.observed().registers().empty()) {
+    Field(out, "Registers", "<not read>");
+  } else {
+    Field(out, "Registers",
+          absl::StrCat("read ", FormatTimeWithAge(s.observed().read_time(), now)));
+    for (const auto& reg : s.observed().registers()) {
+      out << absl::StrFormat("  0x%04X = 0x%08X\n", reg.address(), reg.value());
+    }
+  }
+  PrintConditions(s.conditions(), now, out);
+  if (s.diagnoses().empty()) {
+    Field(out, "Diagnoses", "<none>");
+  } else {
+    out << "Diagnoses:\n";
+    Table diagnoses({"SEVERITY", "CODE", "MESSAGE"});
+    for (const auto& d : s.diagnoses()) {
+      diagnoses.AddRow({d.severity() == v1::DIAGNOSIS_SEVERITY_WARNING ? "Warning" : "Info",
+                        d.code(), d.message()});
+    }
+    diagnoses.Print(out, "  ");
+  }
+  const auto& c = s.counters();
+  Field(
+      out, "Counters",
+      absl::StrCat("applies ", c.applies_total(), ", verifications ", c.verifications_total(),
+                   ", drift repairs ", c.drift_repairs_total(), ", failures ", c.failures_total()));
+  PrintEventsSection(events, now, out);
+}
+
+void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& events, absl::Time now,
+                    std::ostream& out) {
+  const auto& meta = policy.metadata();
+  const auto& spec = policy.spec();
+  PrintMetadata(meta, now, out);
+  Field(out, "Updated", FormatTimeWithAge(meta.update_time(), now));
+  Field(out, "Resource version", OrNone(meta.resource_version()));
+  Field(out, "Generation", absl::StrCat(meta.generation()));
+  Field(out, "Description", OrNone(spec.description()));
+  Field(out, "Priority", absl::StrCat(spec.priority()));
+  const auto& sel = spec.selector();
+  if (FormatSelector(sel) == "<all>") {
+    Field(out, "Selector", "<all adapters>");
+  } else {
+    out << "Selector:\n";
+  }
+  if (!sel.match_labels().empty()) Field(out, "  Host labels", FormatLabels(sel.match_labels()));
+  if (!sel.usb_speeds().empty()) {
+    std::vector<std::string> speeds;
+    for (int speed : sel.usb_speeds())
+      speeds.push_back(UsbSpeedWord(static_cast<v1::UsbSpeed>(speed)));
+    Field(out, "  USB speeds", absl::StrJoin(speeds, ","));
+  }
+  if (!sel.chips().empty()) Field(out, "  Chips", absl::StrJoin(sel.chips(), ","));
+  if (!sel.vid_pids().empty()) Field(out, "  USB IDs", absl::StrJoin(sel.vid_pids(), ","));
+  if (!sel.adapters().empty()) Field(out, "  Adapters", absl::StrJoin(sel.adapters(), ","));
+  out << "Settings:\n";
+  bool any = false;
+  for (const std::string& field : SettingsFieldNames()) {
+    if (auto value = FormatSettingsField(spec.settings(), field)) {
+      Field(out, absl::StrCat("  ", field), *value);
+      any = true;
+    }
+  }
+  if (!any) out << "  <none>\n";
+  const auto& status = policy.status();
+  Field(out, "Matched adapters", absl::StrCat(status.matched_adapters()));
+  Field(out, "Effective adapters", absl::StrCat(status.effective_adapters()));
+  Field(out, "Observed generation", absl::StrCat(status.observed_generation()));
+  PrintConditions(status.conditions(), now, out);
+  PrintEventsSection(events, now, out);
+}
+
+}  // namespace rxfleet::cli

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <ostream>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "rxfleet/v1/adapter.pb.h"
+#include "rxfleet/v1/event.pb.h"
+#include "rxfleet/v1/fleet_service.pb.h"
+#include "rxfleet/v1/host.pb.h"
+#include "rxfleet/v1/policy.pb.h"
+
+namespace rxfleet::cli {
+
+// `rxfleetctl describe`: everything about one object as "Label: value" lines and indented
+// sections, ending with its recent events (layout in docs/CLI.md).
+
+/// A host: identity, labels, connection, agent, machine facts, bundle ACK/NACK state,
+/// conditions, its adapters (table) and recent events.
+void DescribeHost(const v1::Host& host, const std::vector<v1::Adapter>& adapters,
+                  const std::vector<v1::Event>& events, absl::Time now, std::ostream& out);
+
+/// An adapter from ExplainAdapter: identity, USB link, state, sync and bundle versions, the
+/// effective settings per field (expected by the server, desired by the agent, observed in the
+/// registers) with provenance (policy, built-in default, local file or experiment), the
+/// differences, every policy and whether it matches, raw registers, conditions, diagnoses,
+/// counters, the experiment assignment and recent events.
+void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
+                     const std::vector<v1::Event>& events, absl::Time now, std::ostream& out);
+
+/// A policy: metadata, priority, selector terms, settings, matched/effective adapter counts,
+/// conditions and recent events.
+void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& events, absl::Time now,
+                    std::ostream& out);
+
+}  // namespace rxfleet::cli

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "google/protobuf/map.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "rxfleet/v1/adapter.pb.h"
+#include "rxfleet/v1/common.pb.h"
+#include "rxfleet/v1/event.pb.h"
+
+namespace rxfleet::cli {
+
+// Small formatters shared by the table, describe and status printers. Units follow the
+// product: holds in µs ("32µs"), buffers in KiB, times in UTC.
+
+/// A protobuf timestamp as absl::Time; an unset (zero) timestamp is absl::InfinitePast().
+absl::Time AsTime(const google::protobuf::Timestamp& timestamp);
+
+/// kubectl-style age of `then` at `now`: "45s", "12m", "5h", "3d"; "<unknown>" for
+/// InfinitePast; times in the future (clock skew) print "0s".
+std::string FormatAge(absl::Time then, absl::Time now);
+
+/// "2024-05-01T10:00:00Z (5m ago)", or "<none>" for an unset timestamp.
+std::string FormatTimeWithAge(const google::protobuf::Timestamp& timestamp, absl::Time now);
+
+/// USB speed as the field selector spells it: low, full, high, super, super_plus,
+/// super_plus_x2; "unknown" for UNSPECIFIED.
+std::string UsbSpeedWord(v1::UsbSpeed speed);
+
+/// Adapter state in snake case as the field selector spells it: applied, pending, drifted,
+/// asleep, disabled_by_driver, ...; "unknown" for UNSPECIFIED.
+std::string AdapterStateWord(v1::AdapterState state);
+
+/// Register layout: "v1", "v2", "v3", "unknown".
+std::string LayoutWord(v1::RxAggLayout layout);
+
+/// "Normal" / "Warning" / "Unknown".
+std::string EventTypeWord(v1::EventType type);
+
+/// "True" / "False" / "Unknown".
+std::string ConditionStatusWord(v1::ConditionStatus status);
+
+/// Lower-case hex USB id: "0bda:8912".
+std::string FormatVidPid(uint32_t vid, uint32_t pid);
+
+/// Labels sorted by key as "k=v,k2=v2"; "<none>" when empty.
+std::string FormatLabels(const google::protobuf::Map<std::string, std::string>& labels);
+
+/// The RxAggSettings field names in display order with their snake_case proto names:
+/// hold_us, count_threshold, buffer_kib, enable, force_enable.
+const std::vector<std::string>& SettingsFieldNames();
+
+/// One settings field for display ("32µs", "255", "20KiB", "true"); nullopt when unset.
+/// `field` is a snake_case RxAggSettings field name; unknown names yield nullopt.
+std::optional<std::string> FormatSettingsField(const v1::RxAggSettings& settings,
+                                               std::string_view field);
+
+/// Every set field as "hold=32µs,count=255,buffer=20KiB,enable=true"; "<none>" if none is set.
+std::string FormatSettings(const v1::RxAggSettings& settings);
+
+/// Selector terms as "board=pi1,usb=high,chip=rtl8922au,vid_pid=0bda:8912,adapter=port-2-2";
+/// "<all>" for an empty selector (it matches every adapter).
+std::string FormatSelector(const v1::AdapterSelector& selector);
+
+/// Short provenance for table columns: the policy name, "local:NAME", "experiment:NAME/ARM",
+/// "builtin-default", "driver"; "-" when unknown.
+std::string ProvenanceShort(const v1::Provenance& provenance);
+
+/// Full provenance: "server policy pi1-long-hold (priority 100, generation 2, bundle 7)",
+/// "local file /etc/rxfleet/policy.yaml, policy NAME (priority 5)", "experiment E arm A
+/// (priority 10, bundle 7)", "built-in default", "driver (no layer sets it)".
+std::string ProvenanceLong(const v1::Provenance& provenance);
+
+}  // namespace rxfleet::cli
