@@ -544,5 +544,31 @@ TEST_F(AgentTest, StandaloneLoopReconcilesServesStatusAndStops) {
   EXPECT_THAT(log_, ::testing::Contains(HasSubstr("reason=DriftRepaired")));
 }
 
+TEST_F(AgentTest, ExperimentAssignmentStopsApplyingAtItsPeriodEnd) {
+  auto agent = MakeAgent(AgentMode::kStandalone);
+  ASSERT_NE(agent, nullptr);
+  std::thread loop([&] { EXPECT_TRUE(agent->Run().ok()); });
+  auto wait_for = [&](uint32_t word) {
+    for (int i = 0; i < 500 && chip_->reg(0x6000) != word; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return chip_->reg(0x6000) == word;
+  };
+  EXPECT_TRUE(wait_for(0x80FF0114));
+  ExperimentAssignment arm;
+  arm.adapter_id = "port-2-2";
+  arm.experiment = "hold-ab";
+  arm.arm = "medium";
+  arm.settings.hold_us = 64;
+  arm.period_end = absl::Now() + absl::Milliseconds(500);
+  ASSERT_TRUE(agent->SetServerBundle(1, {}, {arm}).ok());
+  EXPECT_TRUE(wait_for(0x80FF0214));
+  // No new bundle before the period ends: back to the built-in default.
+  EXPECT_TRUE(wait_for(0x80FF0114));
+  agent->Stop();
+  loop.join();
+  EXPECT_TRUE(agent->Snapshot("port-2-2")->desired->experiments.empty());
+}
+
 }  // namespace
 }  // namespace rxfleet::agent

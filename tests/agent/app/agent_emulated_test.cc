@@ -2,8 +2,13 @@
 // adapters): what it writes, what it leaves alone, how it reacts to timeline events, policies,
 // signals, and what its local status endpoint says.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <memory>
@@ -91,8 +96,10 @@ class AgentEmulatedTest : public ::testing::Test {
     std::vector<std::string> argv = {EmulatorPath(), "--lab",     lab, "--state-out",
                                      StatePath(),    "--timeout", "60"};
     if (!timeline.empty()) argv.insert(argv.end(), {"--timeline", timeline});
-    argv.insert(argv.end(), {"--", AgentPath(), "--standalone", "--reconcile-period", "200ms",
-                             "--metrics-address", "none"});
+    argv.insert(argv.end(), {"--", AgentPath(), "--standalone", "--reconcile-period", "200ms"});
+    if (std::find(args.begin(), args.end(), "--metrics-address") == args.end()) {
+      argv.insert(argv.end(), {"--metrics-address", "none"});
+    }
     argv.insert(argv.end(), args.begin(), args.end());
     auto child = ChildProcess::Start(argv, Env());
     EXPECT_TRUE(child.ok()) << child.status();
@@ -479,6 +486,58 @@ TEST_F(AgentEmulatedTest, UnusableStatusSocketDisablesOnlyThatEndpoint) {
   ASSERT_TRUE(
       agent->WaitForLineContaining(Stream::kStderr, "state=applied", absl::Seconds(20)).ok())
       << agent->Text(Stream::kStderr);
+  EXPECT_EQ(StopAndReadExit(*agent), 0);
+}
+
+// GET `path` from 127.0.0.1:`port` (HTTP/1.0), the body or an error.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return absl::UnavailableError("connect");
+  }
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return absl::InternalError("write");
+  }
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;) response.append(buffer, n);
+  ::close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (body == std::string::npos) return absl::InternalError("no HTTP body: " + response);
+  return response.substr(body + 4);
+}
+
+TEST_F(AgentEmulatedTest, MetricsFollowTheAdapter) {
+  auto agent = Standalone(LabPath("rtl8922au-superspeed"), "",
+                          {"--status-socket", "none", "--metrics-address", "127.0.0.1:0"});
+  ASSERT_NE(agent, nullptr);
+  auto endpoint = agent->WaitForLineContaining(Stream::kStderr, "metrics endpoint on http://",
+                                               absl::Seconds(20));
+  ASSERT_TRUE(endpoint.ok()) << agent->Text(Stream::kStderr);
+  const size_t colon = endpoint->rfind(':');
+  const int port = std::stoi(endpoint->substr(colon + 1));
+  ASSERT_TRUE(
+      agent->WaitForLineContaining(Stream::kStderr, "state=applied", absl::Seconds(20)).ok());
+  auto metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics,
+              HasSubstr(R"(rxfleet_adapter_state{adapter="port-2-2",state="applied"} 1)"));
+  EXPECT_THAT(*metrics, HasSubstr(R"(rxfleet_adapter_applies_total{adapter="port-2-2"} 1)"));
+  EXPECT_THAT(*metrics,
+              ::testing::ContainsRegex(
+                  R"(rxfleet_adapter_hold_observed_seconds\{adapter="port-2-2"\} 3\.2e-0?5)"));
+  EXPECT_THAT(*metrics, HasSubstr(R"(usb_speed="super")"));
+  auto health = HttpGet(port, "/healthz");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(*health, "ok\n");
   EXPECT_EQ(StopAndReadExit(*agent), 0);
 }
 
