@@ -50,11 +50,11 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
       "Examples:\n  rxfleetctl get adapters -o wide\n  rxfleetctl apply -f policy.yaml\n"
       "  rxfleetctl --local status\n\n"
       "Connection: flag > RXFLEET_SERVER / RXFLEET_TOKEN > ~/.config/rxfleet/config.yaml > "
-      "default (localhost:50051, plaintext). Reference: docs/CLI.md");
+      "default (127.0.0.1:7443, plaintext). Reference: docs/CLI.md");
 
   const std::string conn = "Connection";
   app->add_option("--server", global->server,
-                  "rxfleet-server address HOST:PORT (env RXFLEET_SERVER; default localhost:50051)")
+                  "rxfleet-server address HOST:PORT (env RXFLEET_SERVER; default 127.0.0.1:7443)")
       ->group(conn);
   app->add_option("--token", global->token,
                   "Bearer token sent as 'authorization' metadata (env RXFLEET_TOKEN)")

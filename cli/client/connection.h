@@ -12,7 +12,7 @@ namespace rxfleet::cli {
 
 /// Address rxfleetctl uses when neither --server, RXFLEET_SERVER nor the config file names one:
 /// the default listen address of rxfleet-server.
-inline constexpr std::string_view kDefaultServerAddress = "localhost:50051";
+inline constexpr std::string_view kDefaultServerAddress = "127.0.0.1:7443";
 
 /// Per-call gRPC deadline when --timeout is not given.
 inline constexpr absl::Duration kDefaultTimeout = absl::Seconds(10);
@@ -52,7 +52,7 @@ struct ConfigFile {
 };
 
 /// Parses a config file:
-///   server: fleet.example.net:50051
+///   server: fleet.example.net:7443
 ///   token: s3cret
 ///   insecure: true            # plaintext (the default today)
 ///   ca_file: ca.pem           # any TLS file switches to TLS (grpc::SslCredentials)
@@ -73,7 +73,7 @@ std::string DefaultConfigPath(const EnvLookup& env);
 
 /// Resolved settings of one connection to rxfleet-server.
 struct ConnectionSettings {
-  std::string server;         ///< gRPC target, e.g. "localhost:50051"
+  std::string server;         ///< gRPC target, e.g. "127.0.0.1:7443"
   std::string server_origin;  ///< where `server` came from: "--server", "RXFLEET_SERVER",
                               ///< the config file path, or "default"
   std::string token;          ///< empty = no authorization metadata
