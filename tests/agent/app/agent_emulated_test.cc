@@ -397,6 +397,30 @@ TEST_F(AgentEmulatedTest, UnplugMidTransferIsReportedGoneWithoutCrashing) {
   EXPECT_EQ(be6500.at("devnum"), 11);
 }
 
+TEST_F(AgentEmulatedTest, StallIsBackedOffAndRetried) {
+  auto agent = Standalone(LabPath("rtl8922au-superspeed"), LabPath("agent/timelines/stall-once"),
+                          {"--status-socket", "none"});
+  ASSERT_NE(agent, nullptr);
+  auto error = agent->WaitForLineContaining(Stream::kStderr, "state=error", absl::Seconds(20));
+  ASSERT_TRUE(error.ok()) << agent->Text(Stream::kStderr);
+  EXPECT_THAT(*error, HasSubstr("(stall)"));
+  EXPECT_THAT(*error, HasSubstr("retry in 1s"));
+  ASSERT_TRUE(agent
+                  ->WaitForLineContaining(Stream::kStderr, "state=applied reason=Applied",
+                                          absl::Seconds(20))
+                  .ok())
+      << agent->Text(Stream::kStderr);
+  EXPECT_EQ(StopAndReadExit(*agent), 0);
+  const nlohmann::json be6500 = Device(state_, "be6500");
+  ASSERT_GE(be6500.at("transfers").size(), 4u);
+  EXPECT_EQ(be6500.at("transfers")[0].at("result"), "stall");
+  // The retry waited for the backoff (1 s), not for the 200 ms reconcile period.
+  EXPECT_GE(be6500.at("transfers")[1].at("t").get<double>() -
+                be6500.at("transfers")[0].at("t").get<double>(),
+            0.9);
+  EXPECT_EQ(be6500.at("registers").at("0x6000"), "0x80ff0114");
+}
+
 // ---- re-enumeration and the local status endpoint ----
 
 v1::GetStatusResponse QueryStatus(const std::string& socket, bool include_gone = false) {
