@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <string_view>
 #include <utility>
 
@@ -31,23 +30,21 @@ struct PeriodAcc {
 // Sums of period means of one (segment, adapter), per arm and metric.
 struct UnitAcc {
   uint32_t segment = 0;
-  uint32_t adapter = 0;  // global adapter index
-  std::vector<std::array<double, kMetricCount>> sum;       // [arm][metric]
-  std::vector<std::array<uint32_t, kMetricCount>> count;   // [arm][metric]
-  std::vector<uint32_t> windows;                           // [arm]
+  uint32_t adapter = 0;                                   // global adapter index
+  std::vector<std::array<double, kMetricCount>> sum;      // [arm][metric]
+  std::vector<std::array<uint32_t, kMetricCount>> count;  // [arm][metric]
+  std::vector<uint32_t> windows;                          // [arm]
 };
 
 std::string SegmentKey(const std::vector<std::string>& values) {
   return absl::StrJoin(values, absl::string_view("\x1f", 1));
 }
 
-}  // namespace
-
-std::optional<double> MetricValue(const Window& w, Metric metric) {
+// The value of a metric given the window's length in seconds (computed once per window).
+std::optional<double> ValueOf(const Window& w, Metric metric, double seconds) {
   switch (metric) {
     case Metric::kRxThroughputBps:
     case Metric::kTxThroughputBps: {
-      const double seconds = absl::ToDoubleSeconds(w.duration);
       if (!(seconds > 0)) return std::nullopt;
       const uint64_t bytes = metric == Metric::kRxThroughputBps ? w.rx_bytes : w.tx_bytes;
       return static_cast<double>(bytes) * 8.0 / seconds;
@@ -75,6 +72,12 @@ std::optional<double> MetricValue(const Window& w, Metric metric) {
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<double> MetricValue(const Window& w, Metric metric) {
+  return ValueOf(w, metric, absl::ToDoubleSeconds(w.duration));
+}
+
 std::vector<double> SegmentData::Values(size_t arm, Metric metric) const {
   std::vector<double> out;
   for (double v : means[arm][static_cast<size_t>(metric)]) {
@@ -98,8 +101,8 @@ size_t SegmentData::AdaptersOn(size_t arm) const {
   return n;
 }
 
-void SegmentData::Pairs(size_t arm, size_t control, Metric metric,
-                        std::vector<double>* treatment, std::vector<double>* control_values) const {
+void SegmentData::Pairs(size_t arm, size_t control, Metric metric, std::vector<double>* treatment,
+                        std::vector<double>* control_values) const {
   treatment->clear();
   control_values->clear();
   const auto& t = means[arm][static_cast<size_t>(metric)];
@@ -118,6 +121,21 @@ absl::StatusOr<Aggregate> AggregateWindows(const Experiment& e, absl::Time start
   const bool switchback = e.design == Design::kSwitchback;
   const absl::Time end = start + e.duration;
   const uint32_t period_count = e.PeriodCount();
+  // Edges precomputed once (absl::Time arithmetic is out of line in shared Abseil builds).
+  const absl::Time earliest_start = start - kEdgeTolerance;
+  const absl::Time latest_end = end + kEdgeTolerance;
+  const bool has_burn_in = e.burn_in > absl::ZeroDuration();
+  // Per period (parallel: one spanning the experiment): earliest start and latest end of a
+  // window, and the end of the burn-in.
+  std::vector<absl::Time> period_lo, period_hi, burn_in_end;
+  for (uint32_t k = 0; k < period_count; ++k) {
+    const absl::Time period_start =
+        switchback ? start + e.period_length * static_cast<int64_t>(k) : start;
+    const absl::Time period_end = switchback ? std::min(end, period_start + e.period_length) : end;
+    period_lo.push_back(period_start - kEdgeTolerance);
+    period_hi.push_back(period_end + kEdgeTolerance);
+    burn_in_end.push_back(period_start + e.burn_in);
+  }
 
   Aggregate out;
   out.windows_total = windows.size();
@@ -133,6 +151,9 @@ absl::StatusOr<Aggregate> AggregateWindows(const Experiment& e, absl::Time start
   absl::flat_hash_map<uint64_t, uint32_t> unit_index;
   std::vector<PeriodAcc> periods;
   absl::flat_hash_map<uint64_t, uint32_t> period_index;
+
+  absl::flat_hash_map<std::string_view, uint64_t> invalid_reasons;
+  absl::flat_hash_map<std::string_view, uint64_t> other_reasons;
 
   // Consecutive windows usually share adapter, segment and period: remember the last lookups.
   const Window* last = nullptr;
@@ -150,8 +171,8 @@ absl::StatusOr<Aggregate> AggregateWindows(const Experiment& e, absl::Time start
           " segment values; the experiment has ", e.segment_keys.size(), " segment keys"));
     }
     if (w.duration <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat("window ", i, " of adapter '", w.adapter,
-                                                     "' has a non-positive duration"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("window ", i, " of adapter '", w.adapter, "' has a non-positive duration"));
     }
     const bool same_segment = last != nullptr && w.segment == last->segment;
     const bool same_adapter = last != nullptr && w.adapter == last->adapter;
@@ -196,47 +217,34 @@ absl::StatusOr<Aggregate> AggregateWindows(const Experiment& e, absl::Time start
     }
     last = &w;
 
-    // Exclusions, in the documented order.
-    std::string_view reason;
-    std::string invalid_reason;
+    // Exclusions, in the documented order. Invalid windows are counted by the agent's reason
+    // (a view into the window) and named "invalid:<reason>" at the end.
     if (!w.valid) {
-      invalid_reason = absl::StrCat(ToAbslView(kExcludedInvalid), ":",
-                                    w.invalid_reason.empty() ? "unspecified" : w.invalid_reason);
-      reason = invalid_reason;
-    } else if (!arm_known) {
+      ++invalid_reasons[w.invalid_reason];
+      if (arm_known) ++segments[seg].excluded_windows[arm];
+      continue;
+    }
+    const absl::Time window_end = w.start + w.duration;
+    const uint32_t k = w.period_index;
+    std::string_view reason;
+    if (!arm_known) {
       reason = kExcludedUnknownArm;
-    } else if (w.start < start - kEdgeTolerance || w.start + w.duration > end + kEdgeTolerance) {
+    } else if (w.start < earliest_start || window_end > latest_end) {
       reason = kExcludedOutsideExperiment;
-    } else {
-      absl::Time period_start = start;
-      absl::Time period_end = end;
-      bool period_ok = true;
-      if (switchback) {
-        period_ok = w.period_index < period_count;
-        if (period_ok) {
-          period_start = start + e.period_length * static_cast<int64_t>(w.period_index);
-          period_end = std::min(end, period_start + e.period_length);
-          period_ok = w.start >= period_start - kEdgeTolerance &&
-                      w.start + w.duration <= period_end + kEdgeTolerance;
-        }
-      } else {
-        period_ok = w.period_index == 0;
-      }
-      if (!period_ok) {
-        reason = kExcludedBadPeriod;
-      } else if (e.burn_in > absl::ZeroDuration() && w.start < period_start + e.burn_in) {
-        reason = kExcludedBurnIn;
-      }
+    } else if (k >= period_count || w.start < period_lo[k] || window_end > period_hi[k]) {
+      reason = kExcludedBadPeriod;
+    } else if (has_burn_in && w.start < burn_in_end[k]) {
+      reason = kExcludedBurnIn;
     }
     if (!reason.empty()) {
-      ++out.excluded[std::string(reason)];
+      ++other_reasons[reason];
       if (arm_known) ++segments[seg].excluded_windows[arm];
       continue;
     }
 
     // A valid window: add it to its (unit, period, arm) accumulator.
-    const uint64_t period_key = (static_cast<uint64_t>(unit) << 32) |
-                                (static_cast<uint64_t>(w.period_index) << 4) | arm;
+    const uint64_t period_key =
+        (static_cast<uint64_t>(unit) << 32) | (static_cast<uint64_t>(w.period_index) << 4) | arm;
     if (period_key != last_period_key) {
       auto [it, inserted] =
           period_index.try_emplace(period_key, static_cast<uint32_t>(periods.size()));
@@ -253,9 +261,10 @@ absl::StatusOr<Aggregate> AggregateWindows(const Experiment& e, absl::Time start
     SegmentData& sd = segments[seg];
     ++sd.windows[arm];
     ++units[unit].windows[arm];
+    const double seconds = absl::ToDoubleSeconds(w.duration);
     for (Metric metric : kAllMetrics) {
       const size_t m = static_cast<size_t>(metric);
-      const std::optional<double> value = MetricValue(w, metric);
+      const std::optional<double> value = ValueOf(w, metric, seconds);
       if (!value || !std::isfinite(*value)) continue;
       p.sum[m] += *value;
       ++p.count[m];
@@ -265,6 +274,12 @@ absl::StatusOr<Aggregate> AggregateWindows(const Experiment& e, absl::Time start
     out.first_window_start = std::min(out.first_window_start, w.start);
     out.last_window_start = std::max(out.last_window_start, w.start);
   }
+
+  for (const auto& [reason, count] : invalid_reasons) {
+    out.excluded[absl::StrCat(ToAbslView(kExcludedInvalid), ":",
+                              reason.empty() ? "unspecified" : ToAbslView(reason))] += count;
+  }
+  for (const auto& [reason, count] : other_reasons) out.excluded[std::string(reason)] += count;
 
   // Period means -> per (unit, arm) sums of period means.
   for (const PeriodAcc& p : periods) {

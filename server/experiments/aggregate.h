@@ -41,10 +41,10 @@ struct Window {
   uint64_t rx_packets = 0;
   uint64_t tx_packets = 0;
   uint64_t rx_dropped = 0;
-  uint64_t rtt_count = 0;         ///< RTT samples; RTT metrics have no value when 0
+  uint64_t rtt_count = 0;  ///< RTT samples; RTT metrics have no value when 0
   double rtt_mean_seconds = 0;
   double rtt_p99_seconds = 0;
-  uint64_t probes_sent = 0;       ///< probe_loss_ratio has no value when 0
+  uint64_t probes_sent = 0;  ///< probe_loss_ratio has no value when 0
   uint64_t probes_lost = 0;
   double busiest_core_ratio = 0;  ///< [0, 1]
   double host_cpu_ratio = 0;      ///< [0, 1]
@@ -91,7 +91,7 @@ struct Aggregate {
   std::vector<SegmentData> segments;  ///< sorted by segment values
   uint64_t windows_total = 0;
   uint64_t windows_used = 0;
-  std::map<std::string, uint64_t> excluded;  ///< reason -> windows
+  std::map<std::string, uint64_t> excluded;                ///< reason -> windows
   absl::Time first_window_start = absl::InfiniteFuture();  ///< of used windows
   absl::Time last_window_start = absl::InfinitePast();     ///< of used windows
 };

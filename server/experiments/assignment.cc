@@ -102,10 +102,10 @@ absl::StatusOr<Assigner> Assigner::Create(Experiment experiment, absl::Time star
 
 absl::StatusOr<uint32_t> Assigner::PeriodIndexAt(absl::Time time) const {
   if (time < start_ || time >= end()) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "time ", absl::FormatTime(time, absl::UTCTimeZone()), " is outside experiment '",
-        experiment_.name, "' [", absl::FormatTime(start_, absl::UTCTimeZone()), ", ",
-        absl::FormatTime(end(), absl::UTCTimeZone()), ")"));
+    return absl::OutOfRangeError(absl::StrCat("time ", absl::FormatTime(time, absl::UTCTimeZone()),
+                                              " is outside experiment '", experiment_.name, "' [",
+                                              absl::FormatTime(start_, absl::UTCTimeZone()), ", ",
+                                              absl::FormatTime(end(), absl::UTCTimeZone()), ")"));
   }
   if (experiment_.design != Design::kSwitchback) return 0;
   absl::Duration remainder;
@@ -170,8 +170,7 @@ absl::StatusOr<Assignment> Assigner::Assign(std::string_view adapter_key,
   a.scheduled_arm_index = ScheduledArm(adapter_key, *period);
   a.arm_index = a.scheduled_arm_index;
   const size_t control = experiment_.ControlIndex();
-  if (a.arm_index != control &&
-      IsStopped(stopped, experiment_.arms[a.arm_index].name, segment)) {
+  if (a.arm_index != control && IsStopped(stopped, experiment_.arms[a.arm_index].name, segment)) {
     a.arm_index = control;
     a.sent_to_control = true;
   }

@@ -69,8 +69,7 @@ v1::Experiment ExperimentToProto(const Experiment& e) {
   return out;
 }
 
-absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in,
-                                               std::string_view source) {
+absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in, std::string_view source) {
   const std::string& name = in.metadata().name();
   auto fail = [&](absl::string_view message) {
     return absl::InvalidArgumentError(absl::StrCat("experiment '", name, "': ", message));
@@ -85,8 +84,7 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in,
   if (!selector.ok()) return fail(selector.status().message());
   e.selector = *std::move(selector);
   for (const v1::ExperimentArm& arm : spec.arms()) {
-    e.arms.push_back(Arm{arm.name(), common::RxAggSettingsFromProto(arm.settings()),
-                         arm.weight()});
+    e.arms.push_back(Arm{arm.name(), common::RxAggSettingsFromProto(arm.settings()), arm.weight()});
   }
   e.control_arm = spec.control_arm();
   if (e.control_arm.empty() && !e.arms.empty()) e.control_arm = e.arms.front().name;
@@ -98,7 +96,8 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in,
       e.design = Design::kSwitchback;
       break;
     default:
-      return fail("spec.design: must be EXPERIMENT_DESIGN_PARALLEL or EXPERIMENT_DESIGN_SWITCHBACK");
+      return fail(
+          "spec.design: must be EXPERIMENT_DESIGN_PARALLEL or EXPERIMENT_DESIGN_SWITCHBACK");
   }
   e.duration = common::DurationFromProto(spec.duration());
   if (spec.has_window_length() &&
@@ -132,12 +131,14 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in,
         g.op = GuardrailOp::kAtLeast;
         break;
       default:
-        return fail(absl::StrCat(path, ".comparator: must be COMPARATOR_LESS_THAN or "
-                                       "COMPARATOR_GREATER_THAN"));
+        return fail(absl::StrCat(path,
+                                 ".comparator: must be COMPARATOR_LESS_THAN or "
+                                 "COMPARATOR_GREATER_THAN"));
     }
     if (in_g.relative_to_control()) {
-      return fail(absl::StrCat(path, ".relative_to_control: relative guardrails are not "
-                                     "supported; use an absolute threshold"));
+      return fail(absl::StrCat(path,
+                               ".relative_to_control: relative guardrails are not "
+                               "supported; use an absolute threshold"));
     }
     g.threshold = in_g.threshold();
     if (in_g.min_windows() != 0) g.min_windows = in_g.min_windows();
@@ -183,15 +184,15 @@ absl::StatusOr<StoppedArm> StoppedArmFromProto(const Experiment& e, const v1::St
   s.arm = in.arm();
   if (!in.segment().empty()) {
     if (static_cast<size_t>(in.segment().size()) != e.segment_keys.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("stopped arm '", in.arm(), "': segment has ", in.segment().size(),
-                       " keys; experiment '", e.name, "' has ", e.segment_keys.size()));
+      return absl::InvalidArgumentError(absl::StrCat("stopped arm '", in.arm(), "': segment has ",
+                                                     in.segment().size(), " keys; experiment '",
+                                                     e.name, "' has ", e.segment_keys.size()));
     }
     for (const std::string& key : e.segment_keys) {
       auto it = in.segment().find(key);
       if (it == in.segment().end()) {
-        return absl::InvalidArgumentError(absl::StrCat("stopped arm '", in.arm(),
-                                                       "': segment lacks key '", key, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("stopped arm '", in.arm(), "': segment lacks key '", key, "'"));
       }
       s.segment.push_back(it->second);
     }
@@ -228,8 +229,7 @@ Window WindowFromProto(const v1::MetricWindow& in, std::string_view host_id,
   return w;
 }
 
-v1::ExperimentReport ReportToProto(const Report& r, int64_t generation,
-                                   v1::ExperimentPhase phase) {
+v1::ExperimentReport ReportToProto(const Report& r, int64_t generation, v1::ExperimentPhase phase) {
   v1::ExperimentReport out;
   out.set_experiment(r.experiment);
   out.set_generation(generation);

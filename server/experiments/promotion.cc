@@ -18,13 +18,13 @@ absl::StatusOr<common::Policy> BuildPromotionPolicy(const Experiment& e,
         absl::StrCat("experiment '", e.name, "' has no arm '", request.arm, "'"));
   }
   if (!request.segment.empty() && request.segment.size() != e.segment_keys.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("segment has ", request.segment.size(), " values; experiment '", e.name,
-                     "' has ", e.segment_keys.size(), " segment keys"));
+    return absl::InvalidArgumentError(absl::StrCat("segment has ", request.segment.size(),
+                                                   " values; experiment '", e.name, "' has ",
+                                                   e.segment_keys.size(), " segment keys"));
   }
   common::Policy policy;
-  policy.name = request.policy_name.empty() ? absl::StrCat(e.name, "-", request.arm)
-                                            : request.policy_name;
+  policy.name =
+      request.policy_name.empty() ? absl::StrCat(e.name, "-", request.arm) : request.policy_name;
   policy.labels[std::string(kPromotedFromExperimentLabel)] = e.name;
   policy.labels[std::string(kPromotedFromArmLabel)] = request.arm;
   policy.priority = request.priority.value_or(e.priority);
@@ -37,18 +37,22 @@ absl::StatusOr<common::Policy> BuildPromotionPolicy(const Experiment& e,
     const std::string& value = request.segment[i];
     const std::string term = absl::StrCat(key, "=", value.empty() ? "(none)" : value);
     auto outside = [&]() {
-      return absl::InvalidArgumentError(absl::StrCat("segment ", term, " lies outside the selector "
-                                                      "of experiment '", e.name, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("segment ", term,
+                                                     " lies outside the selector "
+                                                     "of experiment '",
+                                                     e.name, "'"));
     };
     if (key == kSegmentHost) {
       return absl::InvalidArgumentError(
-          absl::StrCat("segment ", term, " cannot be promoted: policies select adapters by host "
+          absl::StrCat("segment ", term,
+                       " cannot be promoted: policies select adapters by host "
                        "labels, USB speed, chip, USB id and adapter id, not by host; give the "
                        "hosts a label and segment by it"));
     }
     if (value.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "segment ", term, " cannot be promoted: a policy cannot select adapters without a value"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment ", term,
+                       " cannot be promoted: a policy cannot select adapters without a value"));
     }
     if (key == kSegmentUsbSpeed) {
       absl::StatusOr<common::UsbSpeed> speed = common::ParseUsbSpeed(value);

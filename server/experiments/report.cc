@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -82,11 +81,11 @@ absl::StatusOr<Comparison> Compare(const Experiment& e, const SegmentData& sd, s
   const uint64_t windows = std::min(sd.metric_windows[arm][m], sd.metric_windows[control][m]);
   if (units < e.min_adapters_per_arm) {
     c.not_enough_data = absl::StrCat(
-        e.design == Design::kParallel ? "adapters per arm " : "adapters that ran both arms ",
-        units, " < minAdaptersPerArm ", e.min_adapters_per_arm);
+        e.design == Design::kParallel ? "adapters per arm " : "adapters that ran both arms ", units,
+        " < minAdaptersPerArm ", e.min_adapters_per_arm);
   } else if (windows < e.min_windows_per_arm) {
-    c.not_enough_data = absl::StrCat("valid windows on an arm ", windows,
-                                     " < minWindowsPerArm ", e.min_windows_per_arm);
+    c.not_enough_data = absl::StrCat("valid windows on an arm ", windows, " < minWindowsPerArm ",
+                                     e.min_windows_per_arm);
   } else {
     c.conclusive = true;
   }
@@ -107,9 +106,9 @@ void AddNotEnoughDataNotes(const Experiment& e, const SegmentResult& segment,
     std::vector<std::pair<std::string, std::vector<std::string>>> by_reason;
     for (const Comparison& c : segment.comparisons) {
       if (c.arm != arm || c.conclusive) continue;
-      const std::string reason =
-          c.estimate ? absl::StrCat("not conclusive: ", c.not_enough_data)
-                     : absl::StrCat("no interval or p-value: ", c.not_enough_data);
+      const std::string reason = c.estimate
+                                     ? absl::StrCat("not conclusive: ", c.not_enough_data)
+                                     : absl::StrCat("no interval or p-value: ", c.not_enough_data);
       auto it = std::find_if(by_reason.begin(), by_reason.end(),
                              [&](const auto& entry) { return entry.first == reason; });
       if (it == by_reason.end()) {
@@ -125,8 +124,8 @@ void AddNotEnoughDataNotes(const Experiment& e, const SegmentResult& segment,
     }
     notes->push_back(ReportNote{
         std::string(kNoteNotEnoughData),
-        absl::StrCat("Not enough data in ", FormatSegment(e.segment_keys, segment.values),
-                     " for ", arm, " vs ", e.control_arm, ". ", absl::StrJoin(parts, "; "), "."),
+        absl::StrCat("Not enough data in ", FormatSegment(e.segment_keys, segment.values), " for ",
+                     arm, " vs ", e.control_arm, ". ", absl::StrJoin(parts, "; "), "."),
         segment.values});
   }
 }
@@ -219,8 +218,7 @@ std::string FormatPValue(double p) {
   return absl::StrFormat("%.4f", p);
 }
 
-absl::StatusOr<Report> ComputeReport(const Experiment& experiment,
-                                     std::span<const Window> windows,
+absl::StatusOr<Report> ComputeReport(const Experiment& experiment, std::span<const Window> windows,
                                      const ReportOptions& options) {
   absl::StatusOr<Aggregate> aggregate = AggregateWindows(experiment, options.start, windows);
   if (!aggregate.ok()) return aggregate.status();
@@ -276,12 +274,12 @@ absl::StatusOr<Report> ComputeReportFromAggregate(const Experiment& e, const Agg
       segment.arms.push_back(std::move(arm));
     }
     if (sd.AdaptersOn(control) == 0) {
-      segment_notes.push_back(ReportNote{
-          std::string(kNoteNotEnoughData),
-          absl::StrCat("Not enough data in ", FormatSegment(e.segment_keys, sd.values),
-                       ": no adapter has valid windows on the control arm ", e.control_arm,
-                       ", so no arm can be compared there."),
-          sd.values});
+      segment_notes.push_back(
+          ReportNote{std::string(kNoteNotEnoughData),
+                     absl::StrCat("Not enough data in ", FormatSegment(e.segment_keys, sd.values),
+                                  ": no adapter has valid windows on the control arm ",
+                                  e.control_arm, ", so no arm can be compared there."),
+                     sd.values});
     } else {
       for (size_t a : order) {
         if (a == control) continue;
@@ -317,9 +315,8 @@ absl::StatusOr<Report> ComputeReportFromAggregate(const Experiment& e, const Agg
         absl::StrCat("Arm ", stopped.arm, " stopped in ",
                      stopped.segment.empty() ? std::string("every segment")
                                              : FormatSegment(e.segment_keys, stopped.segment),
-                     " (", stopped.reason, "): ", stopped.message,
-                     ". Its adapters there run ", e.control_arm, " since ",
-                     FormatUtc(stopped.time), "."),
+                     " (", stopped.reason, "): ", stopped.message, ". Its adapters there run ",
+                     e.control_arm, " since ", FormatUtc(stopped.time), "."),
         stopped.segment.empty() ? std::nullopt
                                 : std::optional<std::vector<std::string>>(stopped.segment)});
   }
@@ -330,11 +327,11 @@ absl::StatusOr<Report> ComputeReportFromAggregate(const Experiment& e, const Agg
       parts.push_back(absl::StrCat(reason, " ", count));
       excluded += count;
     }
-    report.notes.push_back(ReportNote{
-        std::string(kNoteExcludedWindows),
-        absl::StrCat(excluded, " of ", aggregate.windows_total,
-                     " windows were not used: ", absl::StrJoin(parts, ", "), "."),
-        std::nullopt});
+    report.notes.push_back(
+        ReportNote{std::string(kNoteExcludedWindows),
+                   absl::StrCat(excluded, " of ", aggregate.windows_total,
+                                " windows were not used: ", absl::StrJoin(parts, ", "), "."),
+                   std::nullopt});
   }
   AddSampleRatioNote(e, aggregate, options, &report);
   for (ReportNote& note : segment_notes) report.notes.push_back(std::move(note));
@@ -351,20 +348,17 @@ std::string RenderReportText(const Report& r) {
                                 arm.name == r.control_arm ? ", control)" : ")"));
   }
   absl::StrAppend(&out, "Arms: ", absl::StrJoin(arms, "; "), "\n");
-  absl::StrAppend(&out, "Planned: ", FormatUtc(r.start), " to ", FormatUtc(r.planned_end),
-                  "; report at ", FormatUtc(r.generated),
-                  r.interim ? " (INTERIM: fixed-horizon p-values are not final, see notes)"
-                            : " (final)",
-                  "\n");
+  absl::StrAppend(
+      &out, "Planned: ", FormatUtc(r.start), " to ", FormatUtc(r.planned_end), "; report at ",
+      FormatUtc(r.generated),
+      r.interim ? " (INTERIM: fixed-horizon p-values are not final, see notes)" : " (final)", "\n");
   uint64_t excluded = 0;
   for (const auto& [reason, count] : r.excluded) excluded += count;
   absl::StrAppend(&out, "Windows: ", r.windows_total, " received, ", r.windows_used, " used, ",
                   excluded, " excluded\n");
-  absl::StrAppend(&out,
-                  "Values: mean over adapters ± 95 % CI half-width; differences: ",
-                  r.design == Design::kParallel
-                      ? "Welch's t-test on adapter means"
-                      : "paired t-test on per-adapter differences",
+  absl::StrAppend(&out, "Values: mean over adapters ± 95 % CI half-width; differences: ",
+                  r.design == Design::kParallel ? "Welch's t-test on adapter means"
+                                                : "paired t-test on per-adapter differences",
                   "; * primary metric; ! not conclusive (see notes)\n");
 
   for (const SegmentResult& segment : r.segments) {

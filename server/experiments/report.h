@@ -58,7 +58,7 @@ struct ArmResult {
   uint64_t windows = 0;  ///< valid windows used
   uint64_t excluded_windows = 0;
   std::vector<MetricSummary> metrics;  ///< Experiment::ReportedMetrics() order
-  bool stopped = false;  ///< stopped in this segment (or everywhere)
+  bool stopped = false;                ///< stopped in this segment (or everywhere)
 };
 
 /// One treatment arm against control for one metric in one segment.
@@ -79,8 +79,8 @@ struct Comparison {
 
 /// Results of one segment.
 struct SegmentResult {
-  std::vector<std::string> values;  ///< aligned with Report::segment_keys
-  std::vector<ArmResult> arms;      ///< control first, then the other arms in document order
+  std::vector<std::string> values;      ///< aligned with Report::segment_keys
+  std::vector<ArmResult> arms;          ///< control first, then the other arms in document order
   std::vector<Comparison> comparisons;  ///< per treatment arm, per reported metric
 };
 
@@ -107,10 +107,10 @@ struct Report {
   std::vector<Metric> metrics;  ///< reported: primary first
   std::vector<std::string> segment_keys;
   std::string control_arm;
-  absl::Time start;         ///< experiment start
-  absl::Time planned_end;   ///< start + duration
-  absl::Time generated;     ///< ReportOptions::now
-  bool interim = false;     ///< generated before planned_end
+  absl::Time start;                                        ///< experiment start
+  absl::Time planned_end;                                  ///< start + duration
+  absl::Time generated;                                    ///< ReportOptions::now
+  bool interim = false;                                    ///< generated before planned_end
   absl::Time first_window_start = absl::InfiniteFuture();  ///< of used windows
   absl::Time last_window_start = absl::InfinitePast();
   uint64_t windows_total = 0;
@@ -123,8 +123,8 @@ struct Report {
 
 /// Inputs of a report besides the windows.
 struct ReportOptions {
-  absl::Time start;   ///< when the arms were first pushed (period 0 starts here)
-  absl::Time now;     ///< report time: before start + duration makes it an interim look
+  absl::Time start;  ///< when the arms were first pushed (period 0 starts here)
+  absl::Time now;    ///< report time: before start + duration makes it an interim look
   std::vector<StoppedArm> stopped;  ///< arms stopped so far (guardrails, operators)
 };
 
@@ -141,8 +141,7 @@ struct ReportOptions {
 /// stopped) gives p < 0.001; `guardrail_tripped` per stopped arm; `excluded_windows` with the
 /// counts per reason.
 /// Errors: those of AggregateWindows.
-absl::StatusOr<Report> ComputeReport(const Experiment& experiment,
-                                     std::span<const Window> windows,
+absl::StatusOr<Report> ComputeReport(const Experiment& experiment, std::span<const Window> windows,
                                      const ReportOptions& options);
 
 /// Like ComputeReport from an Aggregate already computed for the same experiment and start.

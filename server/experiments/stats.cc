@@ -5,8 +5,10 @@
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace rxfleet::experiments {
 namespace {
@@ -49,9 +51,8 @@ double StudentQuantile(double df, double p) {
 
 // Two-sided p-value 2 P(T_df > |t|).
 double TwoSidedP(double df, double t) {
-  const double tail =
-      boost::math::cdf(boost::math::complement(boost::math::students_t_distribution<double>(df),
-                                               std::fabs(t)));
+  const double tail = boost::math::cdf(
+      boost::math::complement(boost::math::students_t_distribution<double>(df), std::fabs(t)));
   return std::min(1.0, 2 * tail);
 }
 
@@ -231,8 +232,8 @@ absl::StatusOr<double> SampleRatioMismatchPValue(std::span<const uint64_t> count
     }
     share_total += s;
   }
-  const double total = static_cast<double>(std::accumulate(counts.begin(), counts.end(),
-                                                           uint64_t{0}));
+  const double total =
+      static_cast<double>(std::accumulate(counts.begin(), counts.end(), uint64_t{0}));
   if (total < 5.0 * static_cast<double>(counts.size())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "not enough data: the sample ratio check needs at least 5 units per arm on average, "

@@ -81,8 +81,8 @@ struct RelativeEstimate {
 /// These stay valid however often the report is looked at; v is the plug-in estimate of the
 /// t-test (a large-sample normal approximation), so for small samples they are approximate.
 struct AlwaysValidEstimate {
-  double p_value = 1;      ///< in [0, 1]
-  Interval ci;             ///< at the same level as the fixed-horizon interval
+  double p_value = 1;           ///< in [0, 1]
+  Interval ci;                  ///< at the same level as the fixed-horizon interval
   double mixture_variance = 0;  ///< tau^2 used, in the metric's unit squared
 };
 
