@@ -84,11 +84,14 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
       options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials();
   builder.AddListeningPort(options.listen, credentials, &s.grpc_port_);
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             kMinRecvPingIntervalWithoutDataMs);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.min_recv_ping_interval)));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kServerKeepaliveTimeMs);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kServerKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(kServerKeepaliveTime)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(kServerKeepaliveTimeout)));
   builder.RegisterService(s.agent_service_.get());
   builder.RegisterService(s.fleet_service_.get());
   s.grpc_server_ = builder.BuildAndStart();

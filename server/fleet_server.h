@@ -37,10 +37,11 @@ inline constexpr std::string_view kDefaultListen = "127.0.0.1:7443";
 
 /// Keepalive policy (docs/SERVER.md, "Keepalive"). Agents ping every 20 s without data and
 /// give up after 10 s; the server accepts pings down to every 10 s without data (twice the
-/// agents' rate), with no call open, and pings idle agents itself every 60 s.
-inline constexpr int kMinRecvPingIntervalWithoutDataMs = 10000;
-inline constexpr int kServerKeepaliveTimeMs = 60000;
-inline constexpr int kServerKeepaliveTimeoutMs = 20000;
+/// agents' rate), also with no call open, and pings idle agents itself every 60 s (20 s
+/// timeout). A client pinging faster gets GOAWAY too_many_pings after two strikes.
+inline constexpr absl::Duration kMinRecvPingIntervalWithoutData = absl::Seconds(10);
+inline constexpr absl::Duration kServerKeepaliveTime = absl::Seconds(60);
+inline constexpr absl::Duration kServerKeepaliveTimeout = absl::Seconds(20);
 
 /// Largest message the server accepts (an inventory of 256 adapters is far smaller).
 inline constexpr int kMaxReceiveMessageBytes = 4 << 20;
@@ -63,6 +64,9 @@ struct FleetServerOptions {
   absl::Duration event_max_age = absl::Hours(24 * 7);
   /// FleetService worker threads (handlers that read the registry and write SQLite).
   size_t api_threads = 2;
+  /// Smallest interval between client pings without data that the server tolerates (see
+  /// kMinRecvPingIntervalWithoutData; tests shorten it together with the agent's interval).
+  absl::Duration min_recv_ping_interval = kMinRecvPingIntervalWithoutData;
   /// Transport security of the gRPC port. Null = plaintext (insecure) credentials, the only
   /// option until TLS arrives; the seam where TLS server credentials will be passed.
   std::shared_ptr<grpc::ServerCredentials> credentials;

@@ -1,0 +1,92 @@
+#include "agent/link/agent_binding.h"
+
+#include <utility>
+
+#include "agent/status/adapter_proto.h"
+#include "rxfleet/version.h"
+
+namespace rxfleet::agent {
+namespace {
+
+// "0.0.0.0:9477" -> "<hostname>:9477"; other addresses unchanged.
+std::string ReachableAddress(const std::string& address, const std::string& hostname) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || hostname.empty()) return address;
+  const std::string host = address.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0" || host == "[::]") {
+    return hostname + address.substr(colon);
+  }
+  return address;
+}
+
+}  // namespace
+
+v1::Hello AgentHello(const Agent& agent) {
+  v1::Hello hello;
+  hello.set_host_id(agent.host_id());
+  for (const auto& [key, value] : agent.labels()) (*hello.mutable_labels())[key] = value;
+  hello.set_agent_version(std::string(rxfleet::kVersion));
+  for (const char* capability : {"rx_agg.v1", "rx_agg.v2", "rx_agg.v3", "local_policy"}) {
+    hello.add_capabilities(capability);
+  }
+  const HostFacts& facts = agent.host_facts();
+  if (!agent.options().metrics_address.empty()) {
+    hello.set_metrics_address(ReachableAddress(agent.options().metrics_address, facts.hostname));
+  }
+  v1::HostInfo* info = hello.mutable_host_info();
+  info->set_hostname(facts.hostname);
+  info->set_kernel_release(facts.kernel_release);
+  info->set_arch(facts.arch);
+  info->set_os(facts.os);
+  info->set_cpu_model(facts.cpu_model);
+  info->set_cpu_count(facts.cpu_count);
+  info->set_board_model(facts.board_model);
+  info->set_memory_bytes(facts.memory_bytes);
+  info->set_boot_id(facts.boot_id);
+  return hello;
+}
+
+absl::StatusOr<std::unique_ptr<AgentLinkBinding>> AgentLinkBinding::Create(
+    Agent* agent, const std::string& server_address, LogSink log) {
+  std::unique_ptr<AgentLinkBinding> binding(new AgentLinkBinding(agent));
+  ServerLinkOptions options;
+  options.server_address = server_address;
+  options.state_dir = agent->options().state_dir;
+  options.hello = AgentHello(*agent);
+  options.log = std::move(log);
+  options.on_status = [agent](const v1::ServerLinkStatus& status) {
+    agent->SetServerLinkStatus(status);
+  };
+  absl::StatusOr<std::unique_ptr<ServerLink>> link =
+      ServerLink::Create(std::move(options), binding.get());
+  if (!link.ok()) return link.status();
+  binding->link_ = *std::move(link);
+  agent->AddObserver(binding.get());
+  return binding;
+}
+
+AgentLinkBinding::~AgentLinkBinding() { Stop(); }
+
+void AgentLinkBinding::Start() { link_->Start(); }
+
+void AgentLinkBinding::Stop() {
+  if (link_ != nullptr) link_->Stop();
+}
+
+absl::Status AgentLinkBinding::ApplyServerBundle(const ServerBundle& bundle) {
+  return agent_->SetServerBundle(bundle.version, bundle.policies, bundle.assignments);
+}
+
+void AgentLinkBinding::OnAdapterChanged(const AdapterSnapshot& snapshot, const AdapterEvents&,
+                                        bool status_changed) {
+  if (!status_changed) return;
+  v1::Adapter adapter;
+  AdapterSnapshotToProto(snapshot, agent_->host_id(), absl::Now(), &adapter);
+  link_->ReportAdapter(adapter);
+}
+
+void AgentLinkBinding::OnAdapterRemoved(const std::string& adapter_id) {
+  link_->ReportRemoved(adapter_id);
+}
+
+}  // namespace rxfleet::agent

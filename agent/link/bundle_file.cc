@@ -1,0 +1,139 @@
+#include "agent/link/bundle_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto/convert.h"
+#include "common/proto/time.h"
+
+namespace rxfleet::agent {
+namespace {
+
+absl::Status ErrnoStatus(int error, const std::string& what) {
+  const std::string message = absl::StrCat(what, ": ", std::strerror(error));
+  switch (error) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR.
+bool WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bundle) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir =
+      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  if (std::filesystem::create_directories(dir, ec)) {
+    std::filesystem::permissions(dir, std::filesystem::perms(0750),
+                                 std::filesystem::perm_options::replace, ec);
+  } else if (ec) {
+    return ErrnoStatus(ec.value(), absl::StrCat("cannot create ", dir.string()));
+  }
+  std::string data;
+  if (!bundle.SerializeToString(&data)) {
+    return absl::InternalError("cannot serialise the bundle");
+  }
+  const std::string temp = absl::StrCat(path, ".tmp");
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot create ", temp));
+  if (!WriteAll(fd, data) || ::fsync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    ::unlink(temp.c_str());
+    return ErrnoStatus(error, absl::StrCat("cannot write ", temp));
+  }
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    return ErrnoStatus(error, absl::StrCat("cannot write ", temp));
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    return ErrnoStatus(error, absl::StrCat("cannot rename ", temp, " to ", path));
+  }
+  // The rename is durable only once the directory entry is on disk.
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", dir.string()));
+  const bool synced = ::fsync(dir_fd) == 0;
+  const int error = errno;
+  ::close(dir_fd);
+  if (!synced) return ErrnoStatus(error, absl::StrCat("cannot sync ", dir.string()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PolicyBundle> ReadBundleFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (!std::filesystem::exists(path)) {
+      return absl::NotFoundError(absl::StrCat("no persisted bundle at ", path));
+    }
+    return absl::PermissionDeniedError(absl::StrCat("cannot read ", path));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  v1::PolicyBundle bundle;
+  if (!bundle.ParseFromString(contents.str())) {
+    return absl::DataLossError(absl::StrCat(path, " is not a PolicyBundle"));
+  }
+  return bundle;
+}
+
+absl::StatusOr<ServerBundle> ServerBundleFromProto(const v1::PolicyBundle& bundle) {
+  ServerBundle out;
+  out.version = bundle.version();
+  const std::string source = absl::StrCat("bundle ", bundle.version());
+  for (const v1::Policy& policy : bundle.policies()) {
+    absl::StatusOr<common::Policy> converted = common::PolicyFromProto(policy, source);
+    if (!converted.ok()) return converted.status();
+    out.policies.push_back(*std::move(converted));
+  }
+  for (int i = 0; i < bundle.assignments_size(); ++i) {
+    const v1::ExperimentAssignment& a = bundle.assignments(i);
+    ExperimentAssignment assignment;
+    assignment.adapter_id = a.adapter_id();
+    assignment.experiment = a.experiment();
+    assignment.arm = a.arm();
+    assignment.settings = common::RxAggSettingsFromProto(a.settings());
+    assignment.priority = a.priority();
+    assignment.period_index = a.period_index();
+    if (a.has_period_end_time()) {
+      assignment.period_end = common::TimeFromProto(a.period_end_time());
+    }
+    out.assignments.push_back(std::move(assignment));
+  }
+  return out;
+}
+
+}  // namespace rxfleet::agent

@@ -1,0 +1,319 @@
+#include "agent/link/server_link.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/link/bundle_file.h"
+#include "common/proto/time.h"
+
+namespace rxfleet::agent {
+namespace {
+
+std::string RandomInstanceId() {
+  absl::BitGen gen;
+  return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
+}
+
+int Milliseconds(absl::Duration d) { return static_cast<int>(absl::ToInt64Milliseconds(d)); }
+
+}  // namespace
+
+BundleSink::~BundleSink() = default;
+
+absl::StatusOr<std::unique_ptr<ServerLink>> ServerLink::Create(ServerLinkOptions options,
+                                                               BundleSink* sink) {
+  if (options.server_address.empty()) {
+    return absl::InvalidArgumentError("server address must not be empty (HOST:PORT)");
+  }
+  if (options.hello.host_id().empty()) {
+    return absl::InvalidArgumentError("the server link needs a host id");
+  }
+  if (sink == nullptr) return absl::InvalidArgumentError("the server link needs a bundle sink");
+  if (options.keepalive_time <= absl::ZeroDuration() ||
+      options.keepalive_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("keepalive time and timeout must be positive");
+  }
+  return std::unique_ptr<ServerLink>(new ServerLink(std::move(options), sink));
+}
+
+ServerLink::ServerLink(ServerLinkOptions options, BundleSink* sink)
+    : options_(std::move(options)),
+      sink_(sink),
+      instance_id_(RandomInstanceId()),
+      backoff_(options_.backoff) {
+  status_.set_state(v1::SERVER_LINK_STATE_CONNECTING);
+  status_.set_server_address(options_.server_address);
+}
+
+ServerLink::~ServerLink() { Stop(); }
+
+void ServerLink::Log(LogLevel level, const std::string& message) const {
+  if (options_.log) options_.log(level, absl::StrCat("server link: ", message));
+}
+
+void ServerLink::PublishStatus() {
+  if (!options_.on_status) return;
+  options_.on_status(status());
+}
+
+std::string ServerLink::BundlePath() const {
+  return (std::filesystem::path(options_.state_dir) / kBundleFileName).string();
+}
+
+void ServerLink::Start() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return;
+    started_ = true;
+  }
+  if (!options_.state_dir.empty()) {
+    absl::StatusOr<v1::PolicyBundle> persisted = ReadBundleFile(BundlePath());
+    if (persisted.ok()) {
+      absl::StatusOr<ServerBundle> bundle = ServerBundleFromProto(*persisted);
+      absl::Status applied = bundle.ok() ? sink_->ApplyServerBundle(*bundle) : bundle.status();
+      if (applied.ok()) {
+        Log(LogLevel::kInfo, absl::StrCat("applied the persisted bundle version ",
+                                          persisted->version(), " from ", BundlePath()));
+        absl::MutexLock lock(&mu_);
+        status_.set_active_bundle_version(persisted->version());
+        status_.clear_active_bundle_nonce();
+        status_.set_active_bundle_origin(v1::BUNDLE_ORIGIN_PERSISTED);
+      } else {
+        Log(LogLevel::kWarning,
+            absl::StrCat("ignoring the persisted bundle ", BundlePath(), ": ", applied.message()));
+      }
+    } else if (!absl::IsNotFound(persisted.status())) {
+      Log(LogLevel::kWarning,
+          absl::StrCat("ignoring the persisted bundle: ", persisted.status().message()));
+    }
+  }
+  PublishStatus();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ServerLink::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (context_ != nullptr) context_->TryCancel();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void ServerLink::ReportAdapter(const v1::Adapter& adapter) {
+  absl::MutexLock lock(&mu_);
+  const std::string& id = adapter.metadata().name();
+  adapters_[id] = adapter;
+  if (stream_open_) {
+    changed_[id] = adapter;
+    removed_.erase(id);
+  }
+}
+
+void ServerLink::ReportRemoved(const std::string& adapter_id) {
+  absl::MutexLock lock(&mu_);
+  adapters_.erase(adapter_id);
+  if (stream_open_) {
+    changed_.erase(adapter_id);
+    removed_.insert(adapter_id);
+  }
+}
+
+v1::ServerLinkStatus ServerLink::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+uint64_t ServerLink::streams_opened() const {
+  absl::MutexLock lock(&mu_);
+  return streams_opened_;
+}
+
+void ServerLink::Loop() {
+  absl::BitGen gen;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      status_.set_state(v1::SERVER_LINK_STATE_CONNECTING);
+    }
+    PublishStatus();
+    const grpc::Status ended = RunStream();
+    absl::Duration delay;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      status_.set_state(v1::SERVER_LINK_STATE_DISCONNECTED);
+      status_.set_last_error(ended.ok()
+                                 ? "the server ended the stream"
+                                 : absl::StrCat(ended.error_code(), " ", ended.error_message()));
+      delay = backoff_.NextDelay() * absl::Uniform(gen, 0.5, 1.0);
+    }
+    PublishStatus();
+    Log(LogLevel::kWarning,
+        absl::StrCat("stream to ", options_.server_address, " ended (",
+                     ended.ok() ? std::string("OK") : ended.error_message(), "); retrying in ",
+                     absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1)))));
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
+  }
+}
+
+grpc::Status ServerLink::RunStream() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(options_.keepalive_time));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Milliseconds(options_.keepalive_timeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // A fresh channel per attempt: the link's own jittered backoff decides when to reconnect.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options_.credentials != nullptr ? options_.credentials : grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options_.server_address, credentials, args);
+  std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
+  grpc::ClientContext context;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return grpc::Status(grpc::StatusCode::CANCELLED, "stopping");
+    context_ = &context;
+    control_.clear();
+    changed_.clear();
+    removed_.clear();
+    v1::AgentMessage hello;
+    *hello.mutable_hello() = options_.hello;
+    hello.mutable_hello()->set_last_good_version(status_.active_bundle_version());
+    hello.mutable_hello()->set_instance_id(instance_id_);
+    control_.push_back(std::move(hello));
+    v1::AgentMessage inventory;
+    for (const auto& [id, adapter] : adapters_) {
+      *inventory.mutable_inventory()->add_adapters() = adapter;
+    }
+    inventory.mutable_inventory();  // an empty inventory is still an inventory
+    control_.push_back(std::move(inventory));
+    stream_open_ = true;
+  }
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream =
+      stub->Connect(&context);
+  std::thread writer([&] { WriteLoop(stream.get(), &context); });
+  v1::ServerMessage message;
+  bool configured = false;
+  while (stream->Read(&message)) {
+    if (message.has_config()) {
+      const absl::Duration interval = common::DurationFromProto(message.config().report_interval());
+      {
+        absl::MutexLock lock(&mu_);
+        if (interval > absl::ZeroDuration()) report_interval_ = interval;
+        if (!configured) {
+          status_.set_state(v1::SERVER_LINK_STATE_CONNECTED);
+          *status_.mutable_last_connect_time() = common::TimeToProto(absl::Now());
+          status_.clear_last_error();
+          ++streams_opened_;
+        }
+      }
+      if (!configured) {
+        configured = true;
+        backoff_.Reset();
+        Log(LogLevel::kInfo, absl::StrCat("connected to ", options_.server_address, " (server ",
+                                          message.config().server_version(), ")"));
+        PublishStatus();
+      }
+    } else if (message.has_bundle()) {
+      HandleBundle(message.bundle());
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stream_open_ = false;
+  }
+  writer.join();
+  const grpc::Status status = stream->Finish();
+  absl::MutexLock lock(&mu_);
+  context_ = nullptr;
+  return status;
+}
+
+void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream,
+                           grpc::ClientContext* context) {
+  absl::MutexLock lock(&mu_);
+  last_sent_ = absl::Now();
+  while (true) {
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || !stream_open_ || !control_.empty() || !changed_.empty() ||
+             !removed_.empty();
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&ready), last_sent_ + report_interval_);
+    if (stopping_ || !stream_open_) return;
+    v1::AgentMessage message;
+    if (!control_.empty()) {
+      message = std::move(control_.front());
+      control_.pop_front();
+    } else {
+      // Changes since the last update, or an empty keep-alive update when nothing changed.
+      v1::AdapterUpdate* update = message.mutable_adapter_update();
+      for (auto& [id, adapter] : changed_) *update->add_adapters() = std::move(adapter);
+      for (const std::string& id : removed_) update->add_removed_adapter_ids(id);
+      changed_.clear();
+      removed_.clear();
+    }
+    mu_.Unlock();
+    const bool written = stream->Write(message);
+    mu_.Lock();
+    if (!written) {
+      // The stream is broken; make the reader see it too.
+      context->TryCancel();
+      return;
+    }
+    last_sent_ = absl::Now();
+  }
+}
+
+void ServerLink::HandleBundle(const v1::PolicyBundle& bundle) {
+  absl::StatusOr<ServerBundle> converted = ServerBundleFromProto(bundle);
+  const absl::Status applied =
+      converted.ok() ? sink_->ApplyServerBundle(*converted) : converted.status();
+  v1::AgentMessage reply;
+  if (applied.ok()) {
+    if (!options_.state_dir.empty()) {
+      if (absl::Status saved = WriteBundleFile(BundlePath(), bundle); !saved.ok()) {
+        Log(LogLevel::kWarning,
+            absl::StrCat("bundle version ", bundle.version(),
+                         " applied but not persisted (a restart without the server falls back "
+                         "to the previous file): ",
+                         saved.message()));
+      }
+    }
+    v1::Ack* ack = reply.mutable_ack();
+    ack->set_version(bundle.version());
+    ack->set_nonce(bundle.nonce());
+    *ack->mutable_apply_time() = common::TimeToProto(absl::Now());
+    Log(LogLevel::kInfo, absl::StrCat("applied bundle version ", bundle.version(), " (",
+                                      bundle.policies_size(), " policies)"));
+  } else {
+    Log(LogLevel::kWarning,
+        absl::StrCat("rejected bundle version ", bundle.version(), ": ", applied.message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (applied.ok()) {
+      status_.set_active_bundle_version(bundle.version());
+      status_.set_active_bundle_nonce(bundle.nonce());
+      status_.set_active_bundle_origin(v1::BUNDLE_ORIGIN_SERVER);
+    } else {
+      v1::Nack* nack = reply.mutable_nack();
+      nack->set_version(bundle.version());
+      nack->set_nonce(bundle.nonce());
+      nack->set_error_detail(std::string(applied.message()));
+      nack->set_active_version(status_.active_bundle_version());
+      status_.set_last_nacked_version(bundle.version());
+      status_.set_last_nack_detail(std::string(applied.message()));
+    }
+    if (stream_open_) control_.push_back(std::move(reply));
+  }
+  PublishStatus();
+}
+
+}  // namespace rxfleet::agent

@@ -1,0 +1,140 @@
+#pragma once
+
+// The agent's side of AgentService.Connect (proto/rxfleet/v1/agent_service.proto).
+//
+// One long-lived stream to rxfleet-server: Hello (host id, labels, version, capabilities,
+// metrics address, host facts, last good bundle version), the full adapter inventory, then
+// adapter changes as they happen (coalesced per adapter) and a keep-alive update every
+// ServerConfig.report_interval. Each PolicyBundle is converted and handed to the BundleSink
+// (the Agent): applied -> persisted to <state-dir>/bundle.pb (atomic) and ACKed; rejected ->
+// NACKed with the reason while the last good bundle stays in force. At Start() the persisted
+// bundle is applied, so a restarted agent keeps the server's settings while the server is away.
+//
+// Reconnects: every attempt uses a fresh channel; after a failed or ended stream the link waits
+// an exponential backoff (1 s doubling to 60 s by default) scaled by a random factor in
+// [0.5, 1] (jitter), reset once a stream has received its ServerConfig.
+//
+// Keepalive: HTTP/2 pings every 20 s without data, 10 s timeout, also with no call open,
+// unlimited pings without data; the server accepts pings down to every 10 s (docs/SERVER.md).
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/reconcile/backoff.h"
+#include "agent/reconcile/log.h"
+#include "agent/reconcile/policy_set.h"
+#include "rxfleet/v1/agent_service.grpc.pb.h"
+#include "rxfleet/v1/local_status.pb.h"
+
+namespace rxfleet::agent {
+
+/// Keepalive of the agent's channel (see the file comment).
+inline constexpr absl::Duration kAgentKeepaliveTime = absl::Seconds(20);
+inline constexpr absl::Duration kAgentKeepaliveTimeout = absl::Seconds(10);
+
+/// Where the link delivers bundles: the Agent in production, a fake in tests.
+class BundleSink {
+ public:
+  virtual ~BundleSink();
+  /// Validates the complete bundle and applies it, or rejects it whole and keeps the bundle in
+  /// force. A rejection's message is sent to the server as the NACK's error_detail.
+  virtual absl::Status ApplyServerBundle(const ServerBundle& bundle) = 0;
+};
+
+struct ServerLinkOptions {
+  /// gRPC target of rxfleet-server, HOST:PORT. Required.
+  std::string server_address;
+  /// Directory of the persisted last good bundle (kBundleFileName); empty = not persisted.
+  std::string state_dir;
+  /// Hello fields: host_id (required), labels, agent_version, capabilities, metrics_address,
+  /// host_info. last_good_version and instance_id are filled by the link.
+  v1::Hello hello;
+  /// Reconnect backoff before jitter.
+  BackoffPolicy backoff = {absl::Seconds(1), absl::Seconds(60), 2.0};
+  /// HTTP/2 keepalive pings without data, and how long to wait for their ACK.
+  absl::Duration keepalive_time = kAgentKeepaliveTime;
+  absl::Duration keepalive_timeout = kAgentKeepaliveTimeout;
+  /// Channel credentials; null = plaintext (insecure), the only option until TLS arrives. The
+  /// seam where TLS channel credentials will be passed.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  /// Log lines; null = none.
+  LogSink log;
+  /// Called after every change of the link status (from the link's thread or Start()).
+  std::function<void(const v1::ServerLinkStatus&)> on_status;
+};
+
+class ServerLink {
+ public:
+  /// InvalidArgument if server_address or hello.host_id is empty. `sink` must outlive the link.
+  static absl::StatusOr<std::unique_ptr<ServerLink>> Create(ServerLinkOptions options,
+                                                            BundleSink* sink);
+  /// Stop().
+  ~ServerLink();
+  ServerLink(const ServerLink&) = delete;
+  ServerLink& operator=(const ServerLink&) = delete;
+
+  /// Applies the persisted bundle if there is one (a rejected or unreadable file is logged and
+  /// ignored), then starts the connection thread. Call once.
+  void Start();
+  /// Cancels the stream and joins the thread. Idempotent.
+  void Stop();
+
+  /// An adapter is new or its status changed (complete adapter, as AdapterSnapshotToProto
+  /// makes it). Sent in the next inventory and, while connected, as an update. Any thread.
+  void ReportAdapter(const v1::Adapter& adapter);
+  /// An adapter is gone for good. Any thread.
+  void ReportRemoved(const std::string& adapter_id);
+
+  /// The link status (state, address, last connect, last error, bundle in effect, last NACK).
+  v1::ServerLinkStatus status() const;
+  /// Streams that got as far as the server's ServerConfig since Start().
+  uint64_t streams_opened() const;
+
+ private:
+  ServerLink(ServerLinkOptions options, BundleSink* sink);
+  void Log(LogLevel level, const std::string& message) const;
+  void PublishStatus() ABSL_LOCKS_EXCLUDED(mu_);
+  void Loop();
+  /// One stream from connect to end; returns its final status.
+  grpc::Status RunStream();
+  void WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream,
+                 grpc::ClientContext* context);
+  void HandleBundle(const v1::PolicyBundle& bundle);
+  std::string BundlePath() const;
+
+  const ServerLinkOptions options_;
+  BundleSink* const sink_;
+  const std::string instance_id_;
+  Backoff backoff_;  // connection thread only
+
+  mutable absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;       // the open stream's
+  std::map<std::string, v1::Adapter> adapters_ ABSL_GUARDED_BY(mu_);  // everything reported
+  // Outbox of the open stream.
+  bool stream_open_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<v1::AgentMessage> control_ ABSL_GUARDED_BY(mu_);  // Hello, inventory, ACK/NACK
+  std::map<std::string, v1::Adapter> changed_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> removed_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_sent_ ABSL_GUARDED_BY(mu_);
+  absl::Duration report_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(100);
+  v1::ServerLinkStatus status_ ABSL_GUARDED_BY(mu_);
+  uint64_t streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace rxfleet::agent
