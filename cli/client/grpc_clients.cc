@@ -1,5 +1,6 @@
 #include "cli/client/grpc_clients.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -62,7 +63,8 @@ class GrpcFleetClient final : public FleetClient {
  public:
   GrpcFleetClient(std::shared_ptr<grpc::Channel> channel, ConnectionSettings settings,
                   std::stop_token stop)
-      : stub_(v1::FleetService::NewStub(channel)),
+      : channel_(channel),
+        stub_(v1::FleetService::NewStub(channel)),
         settings_(std::move(settings)),
         peer_(absl::StrCat("rxfleet-server at ", settings_.server, " (server address from ",
                            settings_.server_origin, ")")),
@@ -127,6 +129,10 @@ class GrpcFleetClient final : public FleetClient {
   absl::Status WatchEvents(const v1::WatchEventsRequest& request,
                            const std::function<void(const v1::Event&)>& on_event,
                            std::stop_token stop) override {
+    // The stream itself has no deadline, but reaching the server does.
+    if (absl::Status connected = AwaitConnection(stop); !connected.ok()) {
+      return stop.stop_requested() ? absl::OkStatus() : connected;
+    }
     grpc::ClientContext ctx;
     AddMetadata(ctx);
     std::stop_callback cancel_on_client_stop(stop_, [&ctx] { ctx.TryCancel(); });
@@ -148,6 +154,29 @@ class GrpcFleetClient final : public FleetClient {
   }
 
  private:
+  // Waits until the channel is READY (OK), fails fast (OK too: the call then reports why), or
+  // the timeout passes (DEADLINE_EXCEEDED). Wakes every 100 ms to notice a stop request.
+  absl::Status AwaitConnection(const std::stop_token& stop) {
+    const absl::Time deadline = absl::Now() + settings_.timeout;
+    grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_TRANSIENT_FAILURE &&
+           state != GRPC_CHANNEL_SHUTDOWN) {
+      if (stop.stop_requested() || stop_.stop_requested()) {
+        return absl::CancelledError("interrupted");
+      }
+      const absl::Time now = absl::Now();
+      if (now >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("no answer from ", peer_, " within ",
+                                                        absl::FormatDuration(settings_.timeout),
+                                                        " (--timeout)"));
+      }
+      channel_->WaitForStateChange(
+          state, absl::ToChronoTime(std::min(deadline, now + absl::Milliseconds(100))));
+      state = channel_->GetState(/*try_to_connect=*/true);
+    }
+    return absl::OkStatus();
+  }
+
   void AddMetadata(grpc::ClientContext& ctx) const {
     if (!settings_.token.empty()) {
       ctx.AddMetadata("authorization", absl::StrCat("Bearer ", settings_.token));
@@ -166,6 +195,7 @@ class GrpcFleetClient final : public FleetClient {
     return response;
   }
 
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::FleetService::Stub> stub_;
   ConnectionSettings settings_;
   std::string peer_;

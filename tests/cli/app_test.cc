@@ -327,6 +327,20 @@ TEST_F(UnreachableServerTest, SilentServerHitsTheTimeout) {
   EXPECT_THAT(h_.err(), HasSubstr("within 1s"));
 }
 
+TEST_F(UnreachableServerTest, WatchGivesUpOnASilentServerAfterTheTimeout) {
+  LoopbackSocket silent(/*listen_on_it=*/true);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(h_.Run({"watch", "--server", silent.address(), "--timeout", "1s"}), 1);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_THAT(h_.err(), HasSubstr("no answer from rxfleet-server at " + silent.address()));
+}
+
+TEST_F(UnreachableServerTest, WatchFailsFastOnARefusedConnection) {
+  LoopbackSocket closed(/*listen_on_it=*/false);
+  EXPECT_EQ(h_.Run({"watch", "--server", closed.address()}), 1);
+  EXPECT_THAT(h_.err(), HasSubstr("cannot reach rxfleet-server at " + closed.address()));
+}
+
 TEST(CompletionTest, GeneratedScriptMatchesTheCommittedOne) {
   Harness h;
   ASSERT_EQ(h.Run({"completion", "bash"}), 0);
