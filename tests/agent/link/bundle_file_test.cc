@@ -1,0 +1,87 @@
+// agent/link/bundle_file: atomic persistence of the last good bundle and its conversion.
+#include "agent/link/bundle_file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "tests/support/paths.h"
+
+namespace rxfleet::agent {
+namespace {
+
+using ::rxfleet::testing::TempDir;
+using ::testing::HasSubstr;
+
+v1::PolicyBundle MakeBundle(uint64_t version, uint32_t hold_us) {
+  v1::PolicyBundle bundle;
+  bundle.set_version(version);
+  bundle.set_nonce("abc");
+  v1::Policy* policy = bundle.add_policies();
+  policy->mutable_metadata()->set_name("usb3-short");
+  policy->mutable_spec()->set_priority(10);
+  policy->mutable_spec()->mutable_selector()->add_usb_speeds(v1::USB_SPEED_SUPER);
+  policy->mutable_spec()->mutable_settings()->set_hold_us(hold_us);
+  return bundle;
+}
+
+TEST(BundleFileTest, WriteThenReadRoundTrips) {
+  TempDir dir;
+  const std::string path = dir.File("state/agent/bundle.pb");  // directories are created
+  ASSERT_TRUE(WriteBundleFile(path, MakeBundle(3, 32)).ok());
+  absl::StatusOr<v1::PolicyBundle> read = ReadBundleFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->version(), 3u);
+  EXPECT_EQ(read->policies(0).spec().settings().hold_us(), 32u);
+  // Replacing keeps one file, no temporary left behind, private mode.
+  ASSERT_TRUE(WriteBundleFile(path, MakeBundle(4, 64)).ok());
+  EXPECT_EQ(ReadBundleFile(path)->version(), 4u);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(BundleFileTest, MissingAndForeignFiles) {
+  TempDir dir;
+  EXPECT_EQ(ReadBundleFile(dir.File("none.pb")).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(
+      rxfleet::testing::WriteTextFile(dir.File("junk.pb"), "\xff\xff\xff not a proto").ok());
+  EXPECT_EQ(ReadBundleFile(dir.File("junk.pb")).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(BundleFileTest, FailedWritesLeaveNoTemporaryFile) {
+  TempDir dir;
+  // The state "directory" is a regular file.
+  ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir.File("file"), "x").ok());
+  const absl::Status no_dir = WriteBundleFile(dir.File("file/bundle.pb"), MakeBundle(3, 32));
+  EXPECT_FALSE(no_dir.ok());
+  EXPECT_THAT(no_dir.message(), HasSubstr(dir.File("file")));
+
+  // The rename fails (the target is a non-empty directory): the temporary file is removed.
+  const std::string path = dir.File("bundle.pb");
+  std::filesystem::create_directories(path + "/occupied");
+  const absl::Status blocked = WriteBundleFile(path, MakeBundle(3, 32));
+  EXPECT_FALSE(blocked.ok());
+  EXPECT_THAT(blocked.message(), HasSubstr("rename"));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(BundleFileTest, ConversionValidatesEveryPolicy) {
+  absl::StatusOr<ServerBundle> good = ServerBundleFromProto(MakeBundle(7, 32));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->version, 7u);
+  ASSERT_EQ(good->policies.size(), 1u);
+  EXPECT_EQ(good->policies[0].name, "usb3-short");
+  EXPECT_EQ(good->policies[0].source, "bundle 7");
+
+  absl::StatusOr<ServerBundle> bad = ServerBundleFromProto(MakeBundle(8, 9000));
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("policy 'usb3-short'"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("9000"));
+}
+
+}  // namespace
+}  // namespace rxfleet::agent

@@ -1,0 +1,299 @@
+// agent/link/server_link against a real in-process rxfleet-server over loopback, with a fake
+// agent-side sink: Hello and inventory, ACK/NACK, persistence, reconnects and keepalive.
+#include "agent/link/server_link.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "agent/link/bundle_file.h"
+#include "common/proto/time.h"
+#include "tests/server/test_server.h"
+#include "tests/support/paths.h"
+
+namespace rxfleet::agent {
+namespace {
+
+using ::rxfleet::server::FleetServerOptions;
+using ::rxfleet::server::testing::TestServer;
+using ::rxfleet::server::testing::WaitFor;
+using ::rxfleet::testing::TempDir;
+using ::testing::HasSubstr;
+
+// The agent side: records bundles, applies them unless told to reject.
+class FakeSink : public BundleSink {
+ public:
+  absl::Status ApplyServerBundle(const ServerBundle& bundle) override {
+    absl::MutexLock lock(&mu_);
+    received_.push_back(bundle.version);
+    if (!reject_with_.empty()) return absl::InvalidArgumentError(reject_with_);
+    active_ = bundle;
+    return absl::OkStatus();
+  }
+  void RejectWith(std::string reason) {
+    absl::MutexLock lock(&mu_);
+    reject_with_ = std::move(reason);
+  }
+  uint64_t active_version() const {
+    absl::MutexLock lock(&mu_);
+    return active_.version;
+  }
+  size_t active_policies() const {
+    absl::MutexLock lock(&mu_);
+    return active_.policies.size();
+  }
+  std::vector<uint64_t> received() const {
+    absl::MutexLock lock(&mu_);
+    return received_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  ServerBundle active_;
+  std::vector<uint64_t> received_;
+  std::string reject_with_;
+};
+
+v1::Adapter MakeAdapter(const std::string& id, v1::UsbSpeed speed) {
+  v1::Adapter adapter;
+  adapter.mutable_metadata()->set_name(id);
+  adapter.mutable_status()->set_chip("rtl8922au");
+  adapter.mutable_status()->set_vid(0x0bda);
+  adapter.mutable_status()->set_pid(0x8912);
+  adapter.mutable_status()->set_usb_speed(speed);
+  adapter.mutable_status()->set_state(v1::ADAPTER_STATE_APPLIED);
+  return adapter;
+}
+
+class ServerLinkTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ServerLink> MakeLink(const std::string& address, const std::string& host_id,
+                                       FakeSink* sink,
+                                       absl::Duration keepalive = kAgentKeepaliveTime,
+                                       absl::Duration keepalive_timeout = kAgentKeepaliveTimeout) {
+    ServerLinkOptions options;
+    options.server_address = address;
+    options.state_dir = state_.File(host_id);
+    options.hello.set_host_id(host_id);
+    (*options.hello.mutable_labels())["board"] = "pi5";
+    options.hello.set_agent_version("test");
+    options.hello.set_metrics_address("127.0.0.1:9477");
+    options.backoff = {absl::Milliseconds(50), absl::Milliseconds(400), 2.0};
+    options.keepalive_time = keepalive;
+    options.keepalive_timeout = keepalive_timeout;
+    absl::StatusOr<std::unique_ptr<ServerLink>> link = ServerLink::Create(options, sink);
+    EXPECT_TRUE(link.ok()) << link.status();
+    return link.ok() ? *std::move(link) : nullptr;
+  }
+
+  TempDir state_;
+};
+
+TEST_F(ServerLinkTest, HelloInventoryAndTheFirstBundleAreAcked) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->ReportAdapter(MakeAdapter("port-2-2", v1::USB_SPEED_SUPER));
+  link->Start();
+
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> host = server->GetHost("h1");
+    return host.ok() && host->status().connected() && host->status().last_acked_version() == 1;
+  }));
+  absl::StatusOr<v1::Host> host = server->GetHost("h1");
+  EXPECT_EQ(host->metadata().labels().at("board"), "pi5");
+  EXPECT_EQ(host->status().adapter_count(), 1u);
+  EXPECT_EQ(host->status().metrics_address(), "127.0.0.1:9477");
+  EXPECT_EQ(sink.active_version(), 1u);
+  EXPECT_EQ(link->status().state(), v1::SERVER_LINK_STATE_CONNECTED);
+  EXPECT_EQ(link->status().active_bundle_origin(), v1::BUNDLE_ORIGIN_SERVER);
+
+  // An adapter reported while connected arrives as an update.
+  link->ReportAdapter(MakeAdapter("port-1-1", v1::USB_SPEED_HIGH));
+  ASSERT_TRUE(WaitFor([&] { return server->GetHost("h1")->status().adapter_count() == 2; }));
+  link->ReportRemoved("port-1-1");
+  ASSERT_TRUE(WaitFor([&] { return server->GetHost("h1")->status().adapter_count() == 1; }));
+}
+
+TEST_F(ServerLinkTest, AppliedPolicyIsDeliveredPersistedAndAcked) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return sink.active_version() == 1; }));
+
+  v1::AdapterSelector usb3;
+  usb3.add_usb_speeds(v1::USB_SPEED_SUPER);
+  absl::StatusOr<v1::ApplyPolicyResponse> applied = server->ApplyHold("usb3-short", 32, usb3);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->bundle_version(), 2u);
+  ASSERT_TRUE(WaitFor([&] {
+    return sink.active_version() == 2 && server->GetHost("h1")->status().last_acked_version() == 2;
+  }));
+  EXPECT_EQ(sink.active_policies(), 1u);
+  absl::StatusOr<v1::PolicyBundle> persisted = ReadBundleFile(state_.File("h1/") + kBundleFileName);
+  ASSERT_TRUE(persisted.ok()) << persisted.status();
+  EXPECT_EQ(persisted->version(), 2u);
+  EXPECT_EQ(persisted->policies(0).metadata().name(), "usb3-short");
+  EXPECT_FALSE(persisted->nonce().empty());
+}
+
+TEST_F(ServerLinkTest, RejectedBundleIsNackedAndTheOldOneStays) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return sink.active_version() == 1; }));
+
+  sink.RejectWith("policy 'usb3-short': bufferKiB 6 is not a multiple of 4 on layout v1");
+  ASSERT_TRUE(server->ApplyHold("usb3-short", 32).ok());
+  ASSERT_TRUE(WaitFor([&] { return server->GetHost("h1")->status().has_last_nack(); }));
+  absl::StatusOr<v1::Host> host = server->GetHost("h1");
+  EXPECT_EQ(host->status().last_nack().version(), 2u);
+  EXPECT_THAT(host->status().last_nack().error_detail(), HasSubstr("not a multiple of 4"));
+  EXPECT_EQ(host->status().last_acked_version(), 1u);
+  EXPECT_EQ(sink.active_version(), 1u);
+  EXPECT_EQ(link->status().last_nacked_version(), 2u);
+  EXPECT_EQ(link->status().active_bundle_version(), 1u);
+  EXPECT_EQ(ReadBundleFile(state_.File("h1/") + kBundleFileName)->version(), 1u);
+
+  // The NACK is an event with the agent's reason.
+  v1::ListEventsRequest request;
+  request.set_type(v1::EVENT_TYPE_WARNING);
+  v1::ListEventsResponse events;
+  grpc::ClientContext context;
+  ASSERT_TRUE(server->fleet().ListEvents(&context, request, &events).ok());
+  ASSERT_GE(events.events_size(), 1);
+  EXPECT_EQ(events.events(0).reason(), "BundleNacked");
+  EXPECT_THAT(events.events(0).message(), HasSubstr("not a multiple of 4"));
+}
+
+TEST_F(ServerLinkTest, PolicyInjectedPastValidationIsNackedWithTheRealReason) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return sink.active_version() == 1; }));
+
+  // Stop the server and write a policy with a hold over the range straight into its database.
+  server->Stop();
+  {
+    SQLite::Database db(server->db_path(), SQLite::OPEN_READWRITE);
+    v1::Policy policy;
+    policy.mutable_metadata()->set_name("too-long");
+    policy.mutable_metadata()->set_resource_version("1");
+    policy.mutable_metadata()->set_generation(1);
+    policy.mutable_spec()->mutable_settings()->set_hold_us(9000);
+    const std::string record = policy.SerializeAsString();
+    SQLite::Statement insert(db, "INSERT INTO policies VALUES ('too-long', 1, ?)");
+    insert.bind(1, record.data(), static_cast<int>(record.size()));
+    insert.exec();
+    db.exec("UPDATE meta SET value = value + 1 WHERE key = 'bundle_version'");
+  }
+  ASSERT_TRUE(server->Restart());
+  ASSERT_TRUE(WaitFor([&] { return server->GetHost("h1")->status().has_last_nack(); }));
+  absl::StatusOr<v1::Host> host = server->GetHost("h1");
+  EXPECT_EQ(host->status().last_nack().version(), 2u);
+  EXPECT_THAT(host->status().last_nack().error_detail(), HasSubstr("policy 'too-long'"));
+  EXPECT_THAT(host->status().last_nack().error_detail(), HasSubstr("9000"));
+  EXPECT_EQ(sink.active_version(), 1u);  // the old settings stay
+  // The NACK is never sent to the sink: conversion rejects it first.
+  EXPECT_EQ(sink.received().back(), 1u);
+}
+
+TEST_F(ServerLinkTest, PersistedBundleIsAppliedWhileTheServerIsUnreachable) {
+  ASSERT_TRUE(WriteBundleFile(state_.File("h1/") + kBundleFileName,
+                              [] {
+                                v1::PolicyBundle bundle;
+                                bundle.set_version(5);
+                                v1::Policy* policy = bundle.add_policies();
+                                policy->mutable_metadata()->set_name("usb2-long");
+                                policy->mutable_spec()->mutable_settings()->set_hold_us(1024);
+                                return bundle;
+                              }())
+                  .ok());
+  FakeSink sink;
+  // Nothing listens on port 1 of loopback.
+  std::unique_ptr<ServerLink> link = MakeLink("127.0.0.1:1", "h1", &sink);
+  link->Start();
+  EXPECT_EQ(sink.active_version(), 5u);  // applied synchronously in Start()
+  EXPECT_EQ(sink.active_policies(), 1u);
+  EXPECT_EQ(link->status().active_bundle_origin(), v1::BUNDLE_ORIGIN_PERSISTED);
+  ASSERT_TRUE(WaitFor([&] {
+    return link->status().state() == v1::SERVER_LINK_STATE_DISCONNECTED &&
+           !link->status().last_error().empty();
+  }));
+  EXPECT_EQ(link->streams_opened(), 0u);
+}
+
+TEST_F(ServerLinkTest, ReconnectsAndConvergesAfterAServerRestart) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return link->streams_opened() == 1 && sink.active_version() == 1; }));
+
+  server->Stop();
+  ASSERT_TRUE(WaitFor([&] { return link->status().state() != v1::SERVER_LINK_STATE_CONNECTED; }));
+  EXPECT_EQ(sink.active_version(), 1u);  // settings kept while the server is away
+
+  ASSERT_TRUE(server->Restart());
+  ASSERT_TRUE(server->ApplyHold("usb3-short", 32).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> host = server->GetHost("h1");
+    return link->streams_opened() >= 2 && sink.active_version() == 2 && host.ok() &&
+           host->status().connected() && host->status().last_acked_version() == 2;
+  }));
+}
+
+// The documented keepalive ratio (agent pings every 2x the server's minimum interval) is
+// accepted: the stream stays up across several pings. Scaled down: server minimum 1.5 s, agent
+// pings every 3 s. (gRPC clients never ping more often than once a second, so the server's
+// minimum must stay above 1 s for the control test below to be able to fail.)
+TEST_F(ServerLinkTest, KeepaliveAtTheDocumentedRatioIsAccepted) {
+  FleetServerOptions options;
+  options.min_recv_ping_interval = absl::Milliseconds(1500);
+  std::unique_ptr<TestServer> server = TestServer::Start(options);
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link =
+      MakeLink(server->address(), "h1", &sink, absl::Seconds(3), absl::Seconds(1));
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return link->streams_opened() == 1; }));
+  const absl::Time connected =
+      common::TimeFromProto(server->GetHost("h1")->status().connect_time());
+  // Three pings' worth of idle stream; a GOAWAY (too_many_pings) would end it.
+  EXPECT_FALSE(WaitFor([&] { return link->streams_opened() > 1; }, absl::Seconds(10)));
+  EXPECT_EQ(link->status().state(), v1::SERVER_LINK_STATE_CONNECTED);
+  EXPECT_EQ(link->status().last_error(), "");
+  absl::StatusOr<v1::Host> host = server->GetHost("h1");
+  EXPECT_TRUE(host->status().connected());
+  EXPECT_EQ(common::TimeFromProto(host->status().connect_time()), connected);
+}
+
+// The control for the test above: pinging faster than the server allows (every second, the
+// fastest a gRPC client pings) is refused with GOAWAY too_many_pings after two strikes, so the
+// stream breaks and the link reconnects.
+TEST_F(ServerLinkTest, KeepaliveFasterThanTheServerAllowsIsRefused) {
+  FleetServerOptions options;
+  options.min_recv_ping_interval = absl::Milliseconds(1500);
+  std::unique_ptr<TestServer> server = TestServer::Start(options);
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link =
+      MakeLink(server->address(), "h1", &sink, absl::Milliseconds(100), absl::Seconds(1));
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return link->streams_opened() >= 2; }, absl::Seconds(20)));
+}
+
+}  // namespace
+}  // namespace rxfleet::agent
