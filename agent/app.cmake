@@ -16,6 +16,7 @@ rxfleet_library(rxfleet_agent_app
     rxfleet_agent_sysfs
     rxfleet_common
     CLI11::CLI11
+    PkgConfig::SYSTEMD
     nlohmann_json::nlohmann_json
     yaml-cpp
     absl::status

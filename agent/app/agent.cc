@@ -22,6 +22,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
 #include "rxfleet/version.h"
+#include "systemd/sd-daemon.h"
 
 namespace rxfleet::agent {
 namespace {
@@ -66,6 +67,24 @@ std::string PolicyNames(const std::vector<common::Policy>& policies) {
   std::vector<std::string> names;
   for (const common::Policy& p : policies) names.push_back(p.name);
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+// systemd STATUS= text, e.g. "3 adapters: 2 applied, 1 asleep".
+std::string ServiceStatus(const std::vector<AdapterSnapshot>& snapshots) {
+  std::map<std::string_view, int> phases;
+  int adapters = 0;
+  for (const AdapterSnapshot& s : snapshots) {
+    if (s.device_class != DeviceClass::kSupported || !s.present) continue;
+    ++adapters;
+    ++phases[AdapterPhaseName(s.phase)];
+  }
+  std::string text = absl::StrFormat("%d adapter%s", adapters, adapters == 1 ? "" : "s");
+  std::vector<std::string> parts;
+  for (const auto& [phase, count] : phases) {
+    parts.push_back(absl::StrFormat("%d %s", count, phase));
+  }
+  if (!parts.empty()) absl::StrAppend(&text, ": ", absl::StrJoin(parts, ", "));
+  return text;
 }
 
 std::string LabelsText(const std::map<std::string, std::string>& labels) {
@@ -570,6 +589,16 @@ absl::Status Agent::Run() {
     return stop_;
   };
 
+  // systemd (Type=notify, WatchdogSec=): READY once policies are loaded, the first scan is
+  // done and the endpoints listen; WATCHDOG pings from this loop only, so a stuck loop stops
+  // them. Without $NOTIFY_SOCKET these are no-ops.
+  uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  const absl::Duration watchdog_interval = absl::Microseconds(watchdog_usec) / 2;
+  absl::Time next_watchdog = MonotonicNow();
+  std::string service_status = ServiceStatus(manager_->Snapshots());
+  sd_notify(0, absl::StrCat("READY=1\nSTATUS=", service_status).c_str());
+
   std::optional<absl::Time> expiry;  // wall clock: an experiment period ends
   while (true) {
     bool reload = false;
@@ -580,9 +609,15 @@ absl::Status Agent::Run() {
       reload = std::exchange(reload_requested_, false);
     }
     const absl::Time now = MonotonicNow();
+    if (watchdog && now >= next_watchdog) {
+      sd_notify(0, "WATCHDOG=1");
+      next_watchdog = now + watchdog_interval;
+    }
     if (reload) {
       log_(LogLevel::kInfo, "reloading local policies (SIGHUP)");
+      sd_notify(0, "RELOADING=1");
       PollLocalPolicies(/*force=*/true);
+      sd_notify(0, "READY=1");
       next_poll = now + options_.policy_poll_period;
     } else if (now >= next_poll) {
       PollLocalPolicies(/*force=*/false);
@@ -605,6 +640,12 @@ absl::Status Agent::Run() {
     const absl::Time wall = absl::Now();
     expiry = manager_->policies()->NextExpiry(wall);
     if (expiry) deadline = std::min(deadline, MonotonicNow() + (*expiry - wall));
+    if (watchdog) deadline = std::min(deadline, next_watchdog);
+    if (std::string status_text = ServiceStatus(manager_->Snapshots());
+        status_text != service_status) {
+      service_status = std::move(status_text);
+      sd_notify(0, absl::StrCat("STATUS=", service_status).c_str());
+    }
 
     absl::MutexLock lock(&mu_);
     while (!wake_ && !stop_) {
@@ -614,6 +655,7 @@ absl::Status Agent::Run() {
     }
   }
 
+  sd_notify(0, "STOPPING=1");
   log_(LogLevel::kInfo, "stopping");
   if (hotplug) source_->Stop();
   status.reset();  // shuts the endpoint down and removes the socket

@@ -1,5 +1,11 @@
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -568,6 +574,66 @@ TEST_F(AgentTest, ExperimentAssignmentStopsApplyingAtItsPeriodEnd) {
   agent->Stop();
   loop.join();
   EXPECT_TRUE(agent->Snapshot("port-2-2")->desired->experiments.empty());
+}
+
+// Receives sd_notify datagrams on a socket named by $NOTIFY_SOCKET for the test's lifetime.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
+    ::setenv("WATCHDOG_USEC", "200000", 1);
+    ::setenv("WATCHDOG_PID", std::to_string(::getpid()).c_str(), 1);
+  }
+  ~NotifySocket() {
+    ::unsetenv("NOTIFY_SOCKET");
+    ::unsetenv("WATCHDOG_USEC");
+    ::unsetenv("WATCHDOG_PID");
+    ::close(fd_);
+  }
+  // Messages received within `timeout`, until one contains `until`.
+  std::vector<std::string> ReadUntil(const std::string& until, absl::Duration timeout) {
+    std::vector<std::string> messages;
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      char buffer[1024];
+      const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) continue;
+      messages.emplace_back(buffer, static_cast<size_t>(n));
+      if (messages.back().find(until) != std::string::npos) break;
+    }
+    return messages;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+TEST_F(AgentTest, TellsSystemdReadyWatchdogStatusAndStopping) {
+  NotifySocket notify(dir_.File("notify.sock"));
+  auto agent = MakeAgent(AgentMode::kStandalone);
+  ASSERT_NE(agent, nullptr);
+  std::thread loop([&] { EXPECT_TRUE(agent->Run().ok()); });
+  const std::vector<std::string> startup = notify.ReadUntil("1 applied", absl::Seconds(10));
+  ASSERT_FALSE(startup.empty());
+  EXPECT_THAT(startup.front(), ::testing::StartsWith("READY=1\nSTATUS=1 adapter"));
+  EXPECT_THAT(startup.back(), HasSubstr("STATUS=1 adapter: 1 applied"));
+  // Pings every WATCHDOG_USEC/2 = 100 ms from the loop.
+  const std::vector<std::string> pings = notify.ReadUntil("never", absl::Milliseconds(500));
+  EXPECT_GE(std::count(pings.begin(), pings.end(), "WATCHDOG=1"), 3);
+  agent->ReloadLocalPolicies();
+  const std::vector<std::string> reload = notify.ReadUntil("READY=1", absl::Seconds(10));
+  EXPECT_THAT(reload, ::testing::Contains("RELOADING=1"));
+  agent->Stop();
+  loop.join();
+  EXPECT_THAT(notify.ReadUntil("STOPPING=1", absl::Seconds(5)), ::testing::Contains("STOPPING=1"));
 }
 
 }  // namespace
