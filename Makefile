@@ -5,6 +5,10 @@ PRESET ?= release
 JOBS ?= $(shell nproc)
 BUILD_DIR := build/$(PRESET)
 
+# ccache keys on paths relative to the checkout, so clones in other folders share the cache.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+
 .PHONY: all deps configure build test test-asan demo format tidy clean
 
 all: build
