@@ -538,7 +538,7 @@ TEST_F(AgentTest, StandaloneLoopReconcilesServesStatusAndStops) {
   agent->ReloadLocalPolicies();
   EXPECT_TRUE(wait_for(0x80FF0214));
   // The driver overwrites the register: repaired.
-  chip_->registers_[0x6000] = 0x80FF2014;
+  chip_->Set(0x6000, 0x80FF2014);
   EXPECT_TRUE(wait_for(0x80FF0214));
   agent->Stop();
   loop.join();

@@ -156,7 +156,7 @@ TEST_F(AdapterManagerTest, DriftIsRepairedAndRateLimited) {
 
   // The driver re-initialises the chip (interface up): repaired on the next pass.
   for (int i = 0; i < 2; ++i) {
-    chip->registers_[0x6000] = 0x80FF2014;
+    chip->Set(0x6000, 0x80FF2014);
     Advance(kPeriod);
     manager_->ReconcileDue();
     EXPECT_EQ(chip->reg(0x6000), 0x80FF0114u);
@@ -166,7 +166,7 @@ TEST_F(AdapterManagerTest, DriftIsRepairedAndRateLimited) {
   EXPECT_EQ(recorder_.drift_repairs, 2);
 
   // Burst of 2 used up within 20 s: the third drift is held until a token is back.
-  chip->registers_[0x6000] = 0x80FF2014;
+  chip->Set(0x6000, 0x80FF2014);
   Advance(kPeriod);
   const absl::Time next = manager_->ReconcileDue();
   EXPECT_EQ(Get("port-2-2").phase, AdapterPhase::kDrifted);

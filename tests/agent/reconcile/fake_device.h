@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,12 +30,19 @@ struct Transfer {
 };
 
 /// A register file with failure injection. Shared between the test and the RegisterIo objects
-/// opened on it.
+/// opened on it. The register accessors (Read, Write, reg, Set) are thread-safe so a test
+/// thread may watch or rewrite registers while an agent loop talks to the chip; configure the
+/// other fields before the chip is in use.
 class FakeChip {
  public:
   explicit FakeChip(std::map<uint32_t, uint32_t> registers) : registers_(std::move(registers)) {}
 
-  std::map<uint32_t, uint32_t> registers_;
+  /// What the driver does behind the agent's back (not logged as a transfer).
+  void Set(uint32_t address, uint32_t value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    registers_[address] = value;
+  }
+
   std::vector<Transfer> log;
   /// Errors returned by the next transfers, in order (no register access happens for them).
   std::deque<absl::Status> fail_next;
@@ -48,22 +56,26 @@ class FakeChip {
   int refused = 0;
 
   uint32_t reg(uint32_t address) const {
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = registers_.find(address);
     return it == registers_.end() ? 0 : it->second;
   }
 
   absl::StatusOr<uint32_t> Read(uint32_t address) {
+    std::lock_guard<std::mutex> lock(mu_);
     if (!fail_next.empty()) {
       absl::Status s = fail_next.front();
       fail_next.pop_front();
       return s;
     }
-    const uint32_t value = asleep ? 0xDEADBEEFu : reg(address);
+    auto it = registers_.find(address);
+    const uint32_t value = asleep ? 0xDEADBEEFu : (it == registers_.end() ? 0 : it->second);
     log.push_back({Transfer::kRead, address, value});
     return value;
   }
 
   absl::Status Write(uint32_t address, uint32_t value) {
+    std::lock_guard<std::mutex> lock(mu_);
     if (!fail_next.empty()) {
       absl::Status s = fail_next.front();
       fail_next.pop_front();
@@ -76,13 +88,19 @@ class FakeChip {
   }
 
   int Reads() const {
+    std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int>(
         absl::c_count_if(log, [](const Transfer& t) { return t.kind == Transfer::kRead; }));
   }
   int Writes() const {
+    std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int>(
         absl::c_count_if(log, [](const Transfer& t) { return t.kind == Transfer::kWrite; }));
   }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uint32_t, uint32_t> registers_;
 };
 
 /// RegisterIo over a FakeChip with the allow-list contract of agent/usb/register_io.h:
