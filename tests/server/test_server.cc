@@ -90,4 +90,120 @@ absl::StatusOr<v1::Host> TestServer::GetHost(const std::string& host_id) {
   return host;
 }
 
+TestAgent::TestAgent(const std::string& address)
+    : channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+      stub_(v1::AgentService::NewStub(channel_)) {
+  stream_ = stub_->Connect(&context_);
+  reader_ = std::thread([this] {
+    v1::ServerMessage message;
+    while (stream_->Read(&message)) {
+      absl::MutexLock lock(&mu_);
+      received_.push_back(message);
+    }
+    const grpc::Status status = stream_->Finish();
+    absl::MutexLock lock(&mu_);
+    status_ = status;
+    ended_ = true;
+  });
+}
+
+TestAgent::~TestAgent() {
+  context_.TryCancel();
+  reader_.join();
+}
+
+bool TestAgent::Send(const v1::AgentMessage& message) { return stream_->Write(message); }
+
+bool TestAgent::Connect(const std::string& host_id, const std::vector<v1::Adapter>& adapters,
+                        const std::string& board) {
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_host_id(host_id);
+  (*hello.mutable_hello()->mutable_labels())["board"] = board;
+  hello.mutable_hello()->set_agent_version("test");
+  hello.mutable_hello()->set_metrics_address(host_id + ":9477");
+  v1::AgentMessage inventory;
+  inventory.mutable_inventory();
+  for (const v1::Adapter& adapter : adapters) {
+    *inventory.mutable_inventory()->add_adapters() = adapter;
+  }
+  return Send(hello) && Send(inventory);
+}
+
+bool TestAgent::Ack(const v1::PolicyBundle& bundle) {
+  v1::AgentMessage message;
+  message.mutable_ack()->set_version(bundle.version());
+  message.mutable_ack()->set_nonce(bundle.nonce());
+  return Send(message);
+}
+
+bool TestAgent::Nack(const v1::PolicyBundle& bundle, const std::string& detail) {
+  v1::AgentMessage message;
+  message.mutable_nack()->set_version(bundle.version());
+  message.mutable_nack()->set_nonce(bundle.nonce());
+  message.mutable_nack()->set_error_detail(detail);
+  return Send(message);
+}
+
+std::vector<v1::ServerMessage> TestAgent::received() const {
+  absl::MutexLock lock(&mu_);
+  return received_;
+}
+
+std::optional<v1::PolicyBundle> TestAgent::last_bundle() const {
+  absl::MutexLock lock(&mu_);
+  for (auto it = received_.rbegin(); it != received_.rend(); ++it) {
+    if (it->has_bundle()) return it->bundle();
+  }
+  return std::nullopt;
+}
+
+std::optional<v1::PolicyBundle> TestAgent::WaitForBundle(uint64_t version, absl::Duration timeout) {
+  std::optional<v1::PolicyBundle> bundle;
+  WaitFor(
+      [&] {
+        bundle = last_bundle();
+        return bundle.has_value() && bundle->version() >= version;
+      },
+      timeout);
+  if (!bundle.has_value() || bundle->version() < version) return std::nullopt;
+  return bundle;
+}
+
+bool TestAgent::ended() const {
+  absl::MutexLock lock(&mu_);
+  return ended_;
+}
+
+grpc::Status TestAgent::WaitForEnd(absl::Duration timeout) {
+  if (!WaitFor([&] { return ended(); }, timeout)) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "stream still open");
+  }
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+v1::Adapter ReportedAdapter(const std::string& id, v1::UsbSpeed speed, uint32_t hold_us,
+                            bool observed) {
+  v1::Adapter adapter;
+  adapter.mutable_metadata()->set_name(id);
+  v1::AdapterStatus* status = adapter.mutable_status();
+  status->set_vid(0x0bda);
+  status->set_pid(0x8912);
+  status->set_chip("rtl8922au");
+  status->set_layout(v1::RX_AGG_LAYOUT_V3);
+  status->set_usb_speed(speed);
+  status->set_state(v1::ADAPTER_STATE_APPLIED);
+  status->mutable_desired()->mutable_settings()->set_hold_us(hold_us);
+  (*status->mutable_desired()->mutable_provenance())["hold_us"].set_source(
+      v1::SETTING_SOURCE_BUILT_IN_DEFAULT);
+  if (observed) {
+    v1::DecodedRxAgg* decoded = status->mutable_observed()->mutable_decoded();
+    decoded->set_enable(true);
+    decoded->set_hold_us(hold_us);
+    decoded->set_count_threshold(255);
+    decoded->set_buffer_kib(20);
+  }
+  return adapter;
+}
+
 }  // namespace rxfleet::server::testing
