@@ -27,4 +27,5 @@ rxfleet_library(rxfleet_agent_app
     absl::time)
 
 add_executable(rxfleet-agent main.cc)
-target_link_libraries(rxfleet-agent PRIVATE rxfleet_agent_app rxfleet_warnings)
+target_link_libraries(rxfleet-agent PRIVATE rxfleet_agent_app rxfleet_agent_link_binding
+                                            rxfleet_warnings)

@@ -11,6 +11,7 @@
 #include "agent/app/agent.h"
 #include "agent/app/command_line.h"
 #include "agent/app/report.h"
+#include "agent/link/agent_binding.h"
 #include "agent/reconcile/log.h"
 
 namespace {
@@ -97,5 +98,18 @@ int main(int argc, char** argv) {
     return ExitCodeFor(agent.status());
   }
   if (command.options.mode == AgentMode::kOnce) return RunOnce(**agent, command.output);
-  return RunStandalone(**agent, signals);
+  std::unique_ptr<rxfleet::agent::AgentLinkBinding> link;
+  if (!command.server.empty()) {
+    auto binding = rxfleet::agent::AgentLinkBinding::Create(agent->get(), command.server,
+                                                            rxfleet::agent::StderrLogSink());
+    if (!binding.ok()) {
+      std::cerr << "rxfleet-agent: --server: " << binding.status().message() << "\n";
+      return rxfleet::agent::kExitUsage;
+    }
+    link = *std::move(binding);
+    link->Start();
+  }
+  const int exit_code = RunStandalone(**agent, signals);
+  if (link != nullptr) link->Stop();
+  return exit_code;
 }

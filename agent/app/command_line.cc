@@ -197,6 +197,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   std::string status_socket;
   std::string metrics_address;
   std::string probe_target;
+  std::string server;
 
   CLI::Option* once_flag =
       app.add_flag("--once", once, "Reconcile every adapter once, print a report and exit");
@@ -233,6 +234,9 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   app.add_option("--metrics-address", metrics_address,
                  absl::StrCat("Prometheus endpoint HOST:PORT, or none (default ",
                               common::ToAbslView(kDefaultMetricsAddress), "; --standalone only)"));
+  app.add_option("--server", server,
+                 "rxfleet-server HOST:PORT to take policy bundles from (plaintext gRPC; "
+                 "--standalone only); the last good bundle is kept in --state-dir");
   app.add_option("--probe-target", probe_target,
                  "ICMP RTT probes through each adapter: none (default), gateway, or an IPv4 "
                  "address (--standalone only)");
@@ -259,6 +263,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   };
   if (!once && !standalone) return usage("choose a mode: --standalone or --once (see --help)");
   if (!once && app.count("--output") > 0) return usage("--output only applies to --once");
+  if (once && !server.empty()) return usage("--server only applies to --standalone");
 
   CommandLine command;
   AgentOptions& o = command.options;
@@ -266,6 +271,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   o.status_socket = kDefaultStatusSocket;
   o.metrics_address = std::string(kDefaultMetricsAddress);
   command.output = output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
+  command.server = server;
 
   if (!config.empty()) {
     if (absl::Status s = ApplyConfigFile(config, o); !s.ok()) {

@@ -22,6 +22,8 @@ enum class OutputFormat { kTable, kJson };
 struct CommandLine {
   AgentOptions options;
   OutputFormat output = OutputFormat::kTable;
+  /// --server HOST:PORT of rxfleet-server (--standalone only); empty = local policies only.
+  std::string server;
 };
 
 /// Parses rxfleet-agent's flags (CLI11) and the optional --config file into validated options.
