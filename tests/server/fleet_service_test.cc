@@ -48,6 +48,8 @@ class FleetServiceTest : public ::testing::Test {
                              "pi5"));
     h2_ = std::make_unique<TestAgent>(server_->address());
     ASSERT_TRUE(h2_->Connect("h2", {ReportedAdapter("port-1-1", v1::USB_SPEED_HIGH, 1024)}, "pi1"));
+    ASSERT_TRUE(h1_->WaitForBundle(1).has_value());
+    ASSERT_TRUE(h2_->WaitForBundle(1).has_value());
     ASSERT_TRUE(WaitFor([&] {
       absl::StatusOr<v1::Host> a = server_->GetHost("h1");
       absl::StatusOr<v1::Host> b = server_->GetHost("h2");
@@ -148,6 +150,7 @@ TEST_F(FleetServiceTest, DryRunComputesTheEffectWithoutStoringOrPushing) {
   grpc::ClientContext get_context;
   EXPECT_EQ(server_->fleet().GetPolicy(Deadline(&get_context), get, &stored).error_code(),
             grpc::StatusCode::NOT_FOUND);
+  ASSERT_TRUE(h1_->last_bundle().has_value());
   EXPECT_EQ(h1_->last_bundle()->version(), 1u);
 }
 

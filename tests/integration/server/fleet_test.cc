@@ -1,0 +1,519 @@
+// rxfleet-server and rxfleet-agent as real processes on loopback, the agents under
+// rxfleet-emulate: policies reach exactly the matching adapters' registers, invalid bundles are
+// NACKed while the old settings stay, agents ride out server outages (and their own restarts)
+// on the persisted bundle and converge when the server is back; kill -9 during a burst of
+// policy writes loses no acknowledged write; the bundle version never goes backwards.
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
+#include "rxfleet/v1/fleet_service.grpc.pb.h"
+#include "tests/support/paths.h"
+#include "tests/support/process.h"
+
+namespace rxfleet {
+namespace {
+
+using ::rxfleet::testing::BinaryPath;
+using ::rxfleet::testing::ChildProcess;
+using ::rxfleet::testing::EmulatorPath;
+using ::rxfleet::testing::LabPath;
+using ::rxfleet::testing::ProcessResult;
+using ::rxfleet::testing::ReadJsonFile;
+using ::rxfleet::testing::RunProcess;
+using ::rxfleet::testing::Stream;
+using ::rxfleet::testing::TempDir;
+using ::testing::HasSubstr;
+
+bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return condition();
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return true;
+}
+
+grpc::ClientContext* WithDeadline(grpc::ClientContext* context) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  return context;
+}
+
+// rxfleet-server as a child process with its database in `dir`.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const TempDir& dir) : db_(dir.File("server.db")) {}
+
+  // Starts on `port` (0 = any free port the first time, then the same port again).
+  bool Start() {
+    const std::string listen = absl::StrCat("127.0.0.1:", port_);
+    for (int attempt = 0; attempt < 50; ++attempt) {  // the old port may linger for a moment
+      absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
+          {BinaryPath("server/rxfleet-server"), "--listen", listen, "--db", db_, "--http-listen",
+           "none", "--push-debounce", "50ms", "--stale-after", "1m"});
+      if (!child.ok()) return false;
+      absl::StatusOr<std::string> line =
+          (*child)->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(20));
+      if (!line.ok()) {
+        (*child)->Wait(absl::Seconds(5)).IgnoreError();
+        absl::SleepFor(absl::Milliseconds(100));
+        continue;
+      }
+      const size_t at = line->find("(port ") + 6;
+      int port = 0;
+      if (!absl::SimpleAtoi(line->substr(at, line->find(',', at) - at), &port)) return false;
+      port_ = port;
+      child_ = *std::move(child);
+      channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+      fleet_ = v1::FleetService::NewStub(channel_);
+      return true;
+    }
+    return false;
+  }
+
+  // SIGTERM; returns the exit code.
+  int Stop() {
+    if (child_ == nullptr) return -1;
+    const int code = child_->Terminate(absl::Seconds(10));
+    stderr_ += child_->Text(Stream::kStderr);
+    child_.reset();
+    return code;
+  }
+
+  void Kill() {
+    child_->Signal(SIGKILL);
+    child_->Wait(absl::Seconds(10)).IgnoreError();
+    child_.reset();
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  const std::string& db() const { return db_; }
+  v1::FleetService::Stub& fleet() { return *fleet_; }
+  std::string log() const { return stderr_ + (child_ ? child_->Text(Stream::kStderr) : ""); }
+
+  absl::StatusOr<v1::ApplyPolicyResponse> Apply(const v1::Policy& policy) {
+    v1::ApplyPolicyRequest request;
+    *request.mutable_policy() = policy;
+    v1::ApplyPolicyResponse response;
+    grpc::ClientContext context;
+    const grpc::Status status = fleet_->ApplyPolicy(WithDeadline(&context), request, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return response;
+  }
+
+  std::optional<v1::Host> Host(const std::string& id) {
+    v1::GetHostRequest request;
+    request.set_name(id);
+    v1::Host host;
+    grpc::ClientContext context;
+    if (!fleet_->GetHost(WithDeadline(&context), request, &host).ok()) return std::nullopt;
+    return host;
+  }
+
+  std::optional<v1::ExplainAdapterResponse> Explain(const std::string& host,
+                                                    const std::string& adapter) {
+    v1::ExplainAdapterRequest request;
+    request.set_host_id(host);
+    request.set_name(adapter);
+    v1::ExplainAdapterResponse response;
+    grpc::ClientContext context;
+    if (!fleet_->ExplainAdapter(WithDeadline(&context), request, &response).ok()) {
+      return std::nullopt;
+    }
+    return response;
+  }
+
+  // The host is connected and has ACKed `version`.
+  bool Acked(const std::string& id, uint64_t version) {
+    std::optional<v1::Host> host = Host(id);
+    return host.has_value() && host->status().connected() &&
+           host->status().last_acked_version() == version;
+  }
+
+ private:
+  const std::string db_;
+  int port_ = 0;
+  std::string stderr_;
+  std::unique_ptr<ChildProcess> child_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::FleetService::Stub> fleet_;
+};
+
+// rxfleet-agent --standalone --server under rxfleet-emulate with one lab.
+class AgentProcess {
+ public:
+  AgentProcess(const TempDir& dir, std::string host_id, std::string lab, std::string board)
+      : dir_(dir.path() / host_id),
+        host_id_(std::move(host_id)),
+        lab_(std::move(lab)),
+        board_(std::move(board)) {
+    std::filesystem::create_directories(dir_ / "tmp");
+  }
+
+  bool Start(const std::string& server) {
+    ++runs_;
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+        ChildProcess::Start({EmulatorPath(),
+                             "--lab",
+                             LabPath(lab_),
+                             "--state-out",
+                             StatePath(),
+                             "--timeout",
+                             "600",
+                             "--",
+                             BinaryPath("agent/rxfleet-agent"),
+                             "--standalone",
+                             "--server",
+                             server,
+                             "--host-id",
+                             host_id_,
+                             "--label",
+                             "board=" + board_,
+                             "--state-dir",
+                             (dir_ / "state").string(),
+                             "--policy-file",
+                             (dir_ / "policies.d").string(),
+                             "--status-socket",
+                             "none",
+                             "--metrics-address",
+                             "none",
+                             "--reconcile-period",
+                             "200ms"},
+                            {"TMPDIR=" + (dir_ / "tmp").string()});
+    if (!child.ok()) return false;
+    child_ = *std::move(child);
+    return true;
+  }
+
+  // SIGTERM through the emulator; returns the state file the emulator wrote.
+  nlohmann::json Stop() {
+    log_ += child_ != nullptr ? child_->Text(Stream::kStderr) : "";
+    if (child_ != nullptr) child_->Terminate(absl::Seconds(15));
+    child_.reset();
+    absl::StatusOr<nlohmann::json> state = ReadJsonFile(StatePath());
+    EXPECT_TRUE(state.ok()) << state.status();
+    return state.ok() ? *state : nlohmann::json();
+  }
+
+  ChildProcess& child() { return *child_; }
+  std::string log() const { return log_ + (child_ ? child_->Text(Stream::kStderr) : ""); }
+  const std::string& host_id() const { return host_id_; }
+
+ private:
+  std::string StatePath() const { return (dir_ / absl::StrCat("state-", runs_, ".json")).string(); }
+
+  const std::filesystem::path dir_;
+  const std::string host_id_, lab_, board_;
+  int runs_ = 0;
+  std::string log_;
+  std::unique_ptr<ChildProcess> child_;
+};
+
+// The hold (µs) in the RX aggregation register of the lab's only device, from a state file.
+int64_t RegisterHold(const nlohmann::json& state) {
+  return state.at("devices").at(0).at("hold_us").get<int64_t>();
+}
+
+// Holds written to the register during the run, in order.
+std::vector<int64_t> WrittenHolds(const nlohmann::json& state) {
+  std::vector<int64_t> holds;
+  for (const nlohmann::json& t : state.at("devices").at(0).at("transfers")) {
+    if (t.at("direction") != "out" || t.at("value").is_null()) continue;
+    uint32_t word = 0;
+    const std::string hex = t.at("value").get<std::string>();
+    if (!absl::SimpleHexAtoi(hex, &word)) continue;
+    holds.push_back(((word >> 8) & 0xff) * 32);
+  }
+  return holds;
+}
+
+v1::Policy HoldPolicy(const std::string& name, uint32_t hold_us,
+                      const std::map<std::string, std::string>& labels,
+                      std::vector<v1::UsbSpeed> speeds) {
+  v1::Policy policy;
+  policy.mutable_metadata()->set_name(name);
+  for (const auto& [k, v] : labels) {
+    (*policy.mutable_spec()->mutable_selector()->mutable_match_labels())[k] = v;
+  }
+  for (v1::UsbSpeed s : speeds) policy.mutable_spec()->mutable_selector()->add_usb_speeds(s);
+  policy.mutable_spec()->mutable_settings()->set_hold_us(hold_us);
+  return policy;
+}
+
+// The observed hold of a host's only adapter as the server has it from the agent.
+std::optional<uint32_t> ObservedHold(ServerProcess& server, const std::string& host,
+                                     const std::string& adapter) {
+  std::optional<v1::ExplainAdapterResponse> explained = server.Explain(host, adapter);
+  if (!explained.has_value() || !explained->adapter().status().has_observed()) return std::nullopt;
+  return explained->adapter().status().observed().decoded().hold_us();
+}
+
+class FleetTest : public ::testing::Test {
+ protected:
+  TempDir dir_{"rxfleet-fleet-test"};
+};
+
+TEST_F(FleetTest, APolicyChangesExactlyTheMatchingAdaptersAndEveryAgentAcks) {
+  ServerProcess server(dir_);
+  ASSERT_TRUE(server.Start());
+  // Ids: the SuperSpeed and high-speed RTL8922AU labs share the peer pair 2-2/3-3.
+  AgentProcess usb3(dir_, "pi5-a", "rtl8922au-superspeed", "pi5");
+  AgentProcess usb2(dir_, "pi5-b", "rtl8922au-highspeed", "pi5");
+  AgentProcess other(dir_, "pi1-a", "rtl8852bu-superspeed", "pi1");
+  for (AgentProcess* agent : {&usb3, &usb2, &other}) ASSERT_TRUE(agent->Start(server.address()));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return server.Acked("pi5-a", 1) && server.Acked("pi5-b", 1) && server.Acked("pi1-a", 1) &&
+               ObservedHold(server, "pi5-a", "port-2-2") == 32u &&
+               ObservedHold(server, "pi5-b", "port-2-2") == 1024u &&
+               ObservedHold(server, "pi1-a", "port-2-1") == 32u;
+      },
+      absl::Seconds(60)))
+      << server.log() << usb3.log();
+
+  // Only SuperSpeed adapters of pi5 hosts: pi5-a's.
+  absl::StatusOr<v1::ApplyPolicyResponse> applied =
+      server.Apply(HoldPolicy("pi5-usb3", 64, {{"board", "pi5"}}, {v1::USB_SPEED_SUPER}));
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->bundle_version(), 2u);
+  ASSERT_EQ(applied->affected_adapters_size(), 1);
+  EXPECT_EQ(applied->affected_adapters(0).adapter().host_id(), "pi5-a");
+
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::optional<v1::ExplainAdapterResponse> e = server.Explain("pi5-a", "port-2-2");
+        return server.Acked("pi5-a", 2) && server.Acked("pi5-b", 2) && server.Acked("pi1-a", 2) &&
+               e.has_value() && e->in_sync() && ObservedHold(server, "pi5-a", "port-2-2") == 64u;
+      },
+      absl::Seconds(60)))
+      << server.log() << usb3.log();
+  std::optional<v1::ExplainAdapterResponse> explained = server.Explain("pi5-a", "port-2-2");
+  EXPECT_EQ(explained->expected().settings().hold_us(), 64u);
+  EXPECT_EQ(explained->expected().provenance().at("hold_us").name(), "pi5-usb3");
+  EXPECT_EQ(explained->adapter().status().desired().provenance().at("hold_us").source(),
+            v1::SETTING_SOURCE_SERVER_POLICY);
+  EXPECT_EQ(ObservedHold(server, "pi5-b", "port-2-2"), 1024u);
+  EXPECT_EQ(ObservedHold(server, "pi1-a", "port-2-1"), 32u);
+
+  // The emulated registers: only pi5-a's changed.
+  EXPECT_EQ(RegisterHold(usb3.Stop()), 64);
+  const nlohmann::json usb2_state = usb2.Stop();
+  EXPECT_EQ(RegisterHold(usb2_state), 1024);
+  EXPECT_THAT(WrittenHolds(usb2_state), ::testing::Each(1024));
+  const nlohmann::json other_state = other.Stop();
+  EXPECT_EQ(RegisterHold(other_state), 32);
+  EXPECT_THAT(WrittenHolds(other_state), ::testing::Each(32));
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST_F(FleetTest, AnInvalidBundleIsNackedAndTheAgentKeepsItsSettings) {
+  ServerProcess server(dir_);
+  ASSERT_TRUE(server.Start());
+  AgentProcess agent(dir_, "pi5-a", "rtl8922au-superspeed", "pi5");
+  ASSERT_TRUE(agent.Start(server.address()));
+  ASSERT_TRUE(server.Apply(HoldPolicy("usb3-64", 64, {}, {v1::USB_SPEED_SUPER})).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return server.Acked("pi5-a", 2) && ObservedHold(server, "pi5-a", "port-2-2") == 64u; },
+      absl::Seconds(60)))
+      << agent.log();
+
+  // A policy with a hold over the range, written into the database past the API's validation.
+  ASSERT_EQ(server.Stop(), 0);
+  {
+    SQLite::Database db(server.db(), SQLite::OPEN_READWRITE);
+    v1::Policy policy = HoldPolicy("too-long", 9000, {}, {});
+    policy.mutable_metadata()->set_resource_version("99");
+    policy.mutable_metadata()->set_generation(1);
+    const std::string record = policy.SerializeAsString();
+    SQLite::Statement insert(db, "INSERT INTO policies VALUES ('too-long', 99, ?)");
+    insert.bind(1, record.data(), static_cast<int>(record.size()));
+    insert.exec();
+    db.exec("UPDATE meta SET value = value + 1 WHERE key = 'bundle_version'");
+  }
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::optional<v1::Host> host = server.Host("pi5-a");
+        return host.has_value() && host->status().connected() && host->status().has_last_nack();
+      },
+      absl::Seconds(90)))
+      << server.log() << agent.log();
+  std::optional<v1::Host> host = server.Host("pi5-a");
+  EXPECT_EQ(host->status().last_nack().version(), 3u);
+  EXPECT_THAT(host->status().last_nack().error_detail(), HasSubstr("policy 'too-long'"));
+  EXPECT_THAT(host->status().last_nack().error_detail(), HasSubstr("9000"));
+  EXPECT_EQ(host->status().last_acked_version(), 2u);
+  EXPECT_THAT(server.log(), HasSubstr("stored policy too-long fails validation"));
+
+  // The agent keeps bundle 2's settings.
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(ObservedHold(server, "pi5-a", "port-2-2"), 64u);
+  const nlohmann::json state = agent.Stop();
+  EXPECT_EQ(RegisterHold(state), 64);
+  EXPECT_THAT(agent.log(), HasSubstr("rejected bundle version 3"));
+}
+
+TEST_F(FleetTest, AgentsRideOutServerOutagesAndConvergeWhenItIsBack) {
+  ServerProcess server(dir_);
+  ASSERT_TRUE(server.Start());
+  AgentProcess agent(dir_, "pi5-a", "rtl8922au-superspeed", "pi5");
+  ASSERT_TRUE(agent.Start(server.address()));
+  ASSERT_TRUE(server.Apply(HoldPolicy("usb3-64", 64, {}, {v1::USB_SPEED_SUPER})).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return server.Acked("pi5-a", 2) && ObservedHold(server, "pi5-a", "port-2-2") == 64u; },
+      absl::Seconds(60)))
+      << agent.log();
+
+  // Server down: the agent keeps its settings, then restarts itself while the server is away
+  // (the emulated adapter comes back with the driver's default 1024 µs).
+  ASSERT_EQ(server.Stop(), 0);
+  ASSERT_TRUE(
+      agent.child()
+          .WaitForLineContaining(Stream::kStderr, "server link: stream to", absl::Seconds(30))
+          .ok());
+  const nlohmann::json first_run = agent.Stop();
+  EXPECT_EQ(RegisterHold(first_run), 64);
+  ASSERT_TRUE(agent.Start(server.address()));
+  ASSERT_TRUE(agent.child()
+                  .WaitForLineContaining(Stream::kStderr, "applied the persisted bundle version 2",
+                                         absl::Seconds(30))
+                  .ok())
+      << agent.log();
+  // The persisted bundle is applied to the fresh register without the server.
+  ASSERT_TRUE(
+      agent.child().WaitForLineContaining(Stream::kStderr, "hold 64", absl::Seconds(30)).ok())
+      << agent.log();
+
+  // Server back on the same port: the agent reconnects by itself and follows a new change.
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(WaitFor([&] { return server.Acked("pi5-a", 2); }, absl::Seconds(90))) << agent.log();
+  ASSERT_TRUE(server.Apply(HoldPolicy("usb3-64", 96, {}, {v1::USB_SPEED_SUPER})).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return server.Acked("pi5-a", 3) && ObservedHold(server, "pi5-a", "port-2-2") == 96u; },
+      absl::Seconds(60)))
+      << agent.log();
+  const nlohmann::json second_run = agent.Stop();
+  EXPECT_EQ(RegisterHold(second_run), 96);
+  const std::vector<int64_t> writes = WrittenHolds(second_run);
+  ASSERT_FALSE(writes.empty());
+  EXPECT_EQ(writes.front(), 64);  // the persisted bundle, before the server was reachable
+  EXPECT_EQ(writes.back(), 96);
+}
+
+TEST_F(FleetTest, KillDashNineDuringAPolicyBurstLosesNoAcknowledgedWrite) {
+  ServerProcess server(dir_);
+  ASSERT_TRUE(server.Start());
+  // Every write changes its policy's description to a new sequence number, so a stored policy
+  // tells which write it holds. policy -> sequence number of its last acknowledged write.
+  std::map<std::string, int64_t> acknowledged;
+  uint64_t max_bundle_version = 0;
+  int64_t sequence = 0;
+  for (int round = 0; round < 3; ++round) {
+    absl::Mutex mu;
+    bool stop = false;
+    int writes = 0;
+    std::thread writer([&] {
+      while (true) {
+        int64_t seq;
+        {
+          absl::MutexLock lock(&mu);
+          if (stop) return;
+          seq = ++sequence;
+        }
+        const std::string name = absl::StrCat("p", seq % 40);
+        v1::Policy policy = HoldPolicy(name, 32, {}, {});
+        policy.mutable_spec()->set_description(absl::StrCat(seq));
+        absl::StatusOr<v1::ApplyPolicyResponse> r = server.Apply(policy);
+        absl::MutexLock lock(&mu);
+        if (!r.ok()) continue;  // cut by the kill: not acknowledged
+        acknowledged[name] = seq;
+        EXPECT_GT(r->bundle_version(), max_bundle_version);
+        max_bundle_version = std::max(max_bundle_version, r->bundle_version());
+        ++writes;
+      }
+    });
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          absl::MutexLock lock(&mu);
+          return writes >= 30;
+        },
+        absl::Seconds(60)));
+    server.Kill();  // mid-burst: the writer is between or inside calls
+    {
+      absl::MutexLock lock(&mu);
+      stop = true;
+    }
+    writer.join();
+    ASSERT_TRUE(server.Start());
+
+    v1::ListPoliciesRequest request;
+    request.set_page_size(1000);
+    v1::ListPoliciesResponse stored;
+    grpc::ClientContext context;
+    ASSERT_TRUE(server.fleet().ListPolicies(WithDeadline(&context), request, &stored).ok());
+    std::map<std::string, int64_t> stored_sequence;
+    for (const v1::Policy& p : stored.policies()) {
+      int64_t seq = 0;
+      if (absl::SimpleAtoi(p.spec().description(), &seq)) {
+        stored_sequence[p.metadata().name()] = seq;
+      }
+    }
+    for (const auto& [name, seq] : acknowledged) {
+      ASSERT_TRUE(stored_sequence.contains(name)) << "acknowledged policy " << name << " lost";
+      // The last acknowledged write, or a later one the kill cut after its commit.
+      EXPECT_GE(stored_sequence[name], seq) << name << ": an acknowledged write was lost";
+    }
+    // The bundle version never goes backwards.
+    absl::StatusOr<v1::ApplyPolicyResponse> next =
+        server.Apply(HoldPolicy(absl::StrCat("after-", round), 32, {}, {}));
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_GT(next->bundle_version(), max_bundle_version);
+    max_bundle_version = next->bundle_version();
+  }
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(ServerBinaryTest, FlagsVersionAndExitCodes) {
+  const std::string server = BinaryPath("server/rxfleet-server");
+  ProcessResult version = RunProcess({server, "--version"}, absl::Seconds(20));
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.stdout_text, "0.1.0\n");
+  ProcessResult help = RunProcess({server, "--help"}, absl::Seconds(20));
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* flag :
+       {"--listen", "--db", "--http-listen", "--stale-after", "--push-debounce"}) {
+    EXPECT_THAT(help.stdout_text, HasSubstr(flag));
+  }
+  EXPECT_THAT(help.stdout_text, HasSubstr("127.0.0.1:7443"));
+  ProcessResult bad = RunProcess({server, "--no-such-flag"}, absl::Seconds(20));
+  EXPECT_EQ(bad.exit_code, 2);
+  ProcessResult bad_duration = RunProcess({server, "--stale-after", "soon"}, absl::Seconds(20));
+  EXPECT_EQ(bad_duration.exit_code, 2);
+  TempDir dir;
+  ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir.File("not-a-dir"), "x").ok());
+  ProcessResult bad_db = RunProcess({server, "--listen", "127.0.0.1:0", "--http-listen", "none",
+                                     "--db", dir.File("not-a-dir/server.db")},
+                                    absl::Seconds(20));
+  EXPECT_EQ(bad_db.exit_code, 1);
+  EXPECT_THAT(bad_db.stderr_text, HasSubstr("not-a-dir"));
+}
+
+}  // namespace
+}  // namespace rxfleet
