@@ -3,7 +3,9 @@
 # (empty database in a temporary directory, HTTP off), connect AGENTS protocol-level agents over
 # CHANNELS TCP connections with rxfleet-loadgen, time CHANGES policy changes until every agent
 # ACKed, and read the server's resident memory. Prints one table row per run; the loadgen's
-# JSON lines go to OUT_DIR. Everything runs on loopback; every process started is stopped.
+# JSON and log and the server's log (with the fan-out loop time of every push) go to OUT_DIR
+# (default: a temporary directory, removed). Everything runs on loopback; every process started
+# is stopped.
 #
 #   bench/server/fanout.sh [--build-dir build/release] [--changes 5] [--debounce 100ms]
 #                          [--out DIR] [AGENTS:CHANNELS ...]
@@ -34,7 +36,7 @@ for f in "$server_bin" "$loadgen_bin"; do
 done
 
 tmp=$(mktemp -d)
-[ -n "$out_dir" ] || out_dir=$tmp
+[ -n "$out_dir" ] || out_dir=$tmp/out
 mkdir -p "$out_dir"
 server_pid=
 cleanup() {
@@ -54,8 +56,8 @@ printf '|---|---|---|---|---|---|---|\n'
 for run in "${runs[@]}"; do
   agents=${run%%:*}
   channels=${run##*:}
-  db="$tmp/server-$agents.db"
-  port_file="$tmp/server-$agents.log"
+  db="$tmp/server-$agents-$channels.db"  # a fresh database per run
+  port_file="$out_dir/server-$agents-$channels.log"
   : >"$port_file"
   "$server_bin" --listen 127.0.0.1:0 --db "$db" --http-listen none --push-debounce "$debounce" \
     2>"$port_file" &

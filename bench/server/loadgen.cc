@@ -83,15 +83,16 @@ class Fleet {
  public:
   explicit Fleet(int agents) : agents_(agents), versions_(agents, 0), times_(agents) {}
 
+  // Changes are applied one at a time, so the latest version an agent got is the current
+  // target's, even when it arrived before Target() was called (the push may overtake the
+  // ApplyPolicy response).
   void OnBundle(int index, uint64_t version) {
     const absl::Time now = absl::Now();
     absl::MutexLock lock(&mu_);
     if (version <= versions_[index]) return;
-    if (versions_[index] < target_ && version >= target_) {
-      ++reached_;
-      times_[index] = now;
-    }
+    if (versions_[index] < target_ && version >= target_) ++reached_;
     versions_[index] = version;
+    times_[index] = now;
   }
 
   void OnDone(const grpc::Status& status) {
@@ -123,7 +124,7 @@ class Fleet {
     return reached_ == agents_;
   }
 
-  // Times at which agents reached the target, relative to `start`, sorted.
+  // Times at which agents got their latest bundle (the target's), relative to `start`, sorted.
   std::vector<double> Latencies(absl::Time start) {
     absl::MutexLock lock(&mu_);
     std::vector<double> out;

@@ -1,5 +1,6 @@
 #include "server/api/explain.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <set>
@@ -170,13 +171,18 @@ std::string MismatchReason(const common::Selector& selector,
   return "";
 }
 
-std::vector<v1::AffectedAdapter> AffectedAdapters(const std::vector<v1::Adapter>& adapters,
-                                                  const std::vector<common::Policy>& before,
-                                                  const std::vector<common::Policy>& after) {
+std::vector<v1::AffectedAdapter> AffectedAdapters(
+    const std::vector<v1::Adapter>& adapters, const std::vector<common::Policy>& before,
+    const std::vector<common::Policy>& after, const std::vector<const common::Selector*>& changed) {
   std::vector<v1::AffectedAdapter> out;
   for (const v1::Adapter& adapter : adapters) {
     if (!IsManaged(adapter)) continue;
     const common::AdapterAttributes attributes = AttributesOf(adapter);
+    if (std::none_of(changed.begin(), changed.end(), [&](const common::Selector* selector) {
+          return common::Matches(*selector, attributes);
+        })) {
+      continue;  // the candidates are the same before and after
+    }
     const common::RxAggSettings old_settings = ExpectedSettings(attributes, before).ToSettings();
     const common::RxAggSettings new_settings = ExpectedSettings(attributes, after).ToSettings();
     if (old_settings == new_settings) continue;
@@ -191,14 +197,21 @@ std::vector<v1::AffectedAdapter> AffectedAdapters(const std::vector<v1::Adapter>
 }
 
 std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& snapshot,
-                                                       const std::vector<v1::Adapter>& adapters) {
+                                                       const std::vector<v1::Adapter>& adapters,
+                                                       const std::string* only) {
   std::map<std::string, uint32_t> matched, effective;
   for (const v1::Adapter& adapter : adapters) {
     if (!IsManaged(adapter)) continue;
     const common::AdapterAttributes attributes = AttributesOf(adapter);
+    bool relevant = only == nullptr;
     for (const common::Policy& policy : snapshot.valid) {
-      if (common::Matches(policy.selector, attributes)) ++matched[policy.name];
+      if (only != nullptr && policy.name != *only) continue;
+      if (common::Matches(policy.selector, attributes)) {
+        ++matched[policy.name];
+        relevant = true;
+      }
     }
+    if (!relevant) continue;  // `only` cannot decide anything here
     const common::ResolvedSettings resolved = ExpectedSettings(attributes, snapshot.valid);
     std::set<std::string> deciders;
     auto note = [&](const auto& field) {
@@ -214,6 +227,7 @@ std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& sna
   }
   std::map<std::string, v1::PolicyStatus> out;
   for (const auto& [name, policy] : snapshot.policies) {
+    if (only != nullptr && name != *only) continue;
     v1::PolicyStatus& status = out[name];
     status.set_observed_generation(policy.metadata().generation());
     status.set_matched_adapters(matched[name]);

@@ -42,15 +42,19 @@ std::string MismatchReason(const common::Selector& selector,
                            const common::AdapterAttributes& adapter);
 
 /// Managed adapters whose server-expected settings differ between the policy sets `before`
-/// and `after`, with both settings, ordered like `adapters`.
-std::vector<v1::AffectedAdapter> AffectedAdapters(const std::vector<v1::Adapter>& adapters,
-                                                  const std::vector<common::Policy>& before,
-                                                  const std::vector<common::Policy>& after);
+/// and `after`, with both settings, ordered like `adapters`. `changed` are the selectors of the
+/// policies that differ between the two sets (old and new versions): only adapters one of them
+/// matches can change, so the others are not resolved at all.
+std::vector<v1::AffectedAdapter> AffectedAdapters(
+    const std::vector<v1::Adapter>& adapters, const std::vector<common::Policy>& before,
+    const std::vector<common::Policy>& after, const std::vector<const common::Selector*>& changed);
 
-/// PolicyStatus of every policy of `snapshot` over the managed `adapters`: matched and
-/// effective adapter counts, conditions `Valid` and `Shadowed`.
+/// PolicyStatus of the policies of `snapshot` over the managed `adapters`: matched and
+/// effective adapter counts, conditions `Valid` and `Shadowed`. With `only`, just that policy
+/// (and only the adapters it matches are resolved).
 std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& snapshot,
-                                                       const std::vector<v1::Adapter>& adapters);
+                                                       const std::vector<v1::Adapter>& adapters,
+                                                       const std::string* only = nullptr);
 
 /// The ExplainAdapter answer for `adapter` of `host`.
 v1::ExplainAdapterResponse Explain(const v1::Adapter& adapter, const v1::Host& host,

@@ -50,7 +50,15 @@ bool IsStoreFailure(const absl::Status& status) {
   }
 }
 
-// The policy set after putting (or, with `remove`, removing) `policy`.
+// The selector of the valid stored policy `name`, if there is one.
+const common::Selector* SelectorOf(const PolicySnapshot& snapshot, const std::string& name) {
+  for (const common::Policy& p : snapshot.valid) {
+    if (p.name == name) return &p.selector;
+  }
+  return nullptr;
+}
+
+// The policy set after putting (or, with a null `policy`, removing) `name`.
 std::vector<common::Policy> Replaced(const std::vector<common::Policy>& policies,
                                      const std::string& name, const common::Policy* policy) {
   std::vector<common::Policy> out;
@@ -208,15 +216,8 @@ absl::StatusOr<v1::Adapter> FleetApi::GetAdapter(const v1::GetAdapterRequest& re
 
 v1::Policy FleetApi::WithStatus(const v1::Policy& policy, const PolicySnapshot& snapshot) const {
   v1::Policy out = policy;
-  PolicySnapshot single;
-  single.bundle_version = snapshot.bundle_version;
-  single.policies.emplace(policy.metadata().name(), policy);
-  single.valid = snapshot.valid;  // resolution needs every policy to tell who decides
-  if (auto it = snapshot.invalid.find(policy.metadata().name()); it != snapshot.invalid.end()) {
-    single.invalid.insert(*it);
-  }
   std::map<std::string, v1::PolicyStatus> statuses =
-      PolicyStatuses(single, deps_.registry->ListAdapters(false));
+      PolicyStatuses(snapshot, deps_.registry->ListAdapters(false), &policy.metadata().name());
   *out.mutable_status() = statuses[policy.metadata().name()];
   return out;
 }
@@ -276,8 +277,10 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
   const std::string old_version =
       existing == before->policies.end() ? "" : existing->second.metadata().resource_version();
   v1::ApplyPolicyResponse response;
-  for (v1::AffectedAdapter& affected :
-       AffectedAdapters(adapters, before->valid, Replaced(before->valid, name, &*converted))) {
+  std::vector<const common::Selector*> changed = {&converted->selector};
+  if (const common::Selector* old = SelectorOf(*before, name)) changed.push_back(old);
+  for (v1::AffectedAdapter& affected : AffectedAdapters(
+           adapters, before->valid, Replaced(before->valid, name, &*converted), changed)) {
     *response.add_affected_adapters() = std::move(affected);
   }
 
@@ -385,8 +388,10 @@ absl::StatusOr<v1::DeletePolicyResponse> FleetApi::DeletePolicy(
   const std::string old_version = existing->second.metadata().resource_version();
   v1::DeletePolicyResponse response;
   *response.mutable_policy() = existing->second;
+  std::vector<const common::Selector*> changed;
+  if (const common::Selector* old = SelectorOf(*before, name)) changed.push_back(old);
   for (v1::AffectedAdapter& affected :
-       AffectedAdapters(adapters, before->valid, Replaced(before->valid, name, nullptr))) {
+       AffectedAdapters(adapters, before->valid, Replaced(before->valid, name, nullptr), changed)) {
     *response.add_affected_adapters() = std::move(affected);
   }
   if (request.dry_run()) {
