@@ -82,9 +82,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   void OnWriteDone(bool ok) override {
-    std::optional<uint64_t> sent_version;
+    uint64_t written_version = 0;
     {
       absl::MutexLock lock(&mu_);
+      if (ok) written_version = writing_version_;
       if (!ok && !finish_status_.has_value()) {
         // The transport is gone (agent vanished or call cancelled); nothing more can be sent.
         finish_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed");
@@ -92,13 +93,11 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       if (finish_status_.has_value()) {
         queue_.Clear();
         FinishLocked();
-        return;
-      }
-      if (std::optional<Outgoing> next = queue_.WriteDone()) {
-        sent_version = BeginWriteLocked(std::move(*next));
+      } else if (std::optional<Outgoing> next = queue_.WriteDone()) {
+        BeginWriteLocked(std::move(*next));
       }
     }
-    if (sent_version.has_value()) RecordSent(*sent_version);
+    if (written_version != 0) RecordSent(written_version);
   }
 
   void OnDone() override {
@@ -149,31 +148,27 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     return event;
   }
 
+  // Runs on the fan-out thread for every stream: keep it to the queue and StartWrite. The
+  // registry learns about the write when it completes (OnWriteDone).
   void Enqueue(size_t slot, Outgoing item) {
-    std::optional<uint64_t> sent_version;
-    {
-      absl::MutexLock lock(&mu_);
-      if (finish_status_.has_value()) return;
-      const uint64_t coalesced_before = queue_.coalesced();
-      std::optional<Outgoing> next = queue_.Push(slot, std::move(item));
-      if (queue_.coalesced() != coalesced_before) deps_.metrics->bundles_coalesced->Increment();
-      if (next.has_value()) sent_version = BeginWriteLocked(std::move(*next));
-    }
-    if (sent_version.has_value()) RecordSent(*sent_version);
+    absl::MutexLock lock(&mu_);
+    if (finish_status_.has_value()) return;
+    const uint64_t coalesced_before = queue_.coalesced();
+    std::optional<Outgoing> next = queue_.Push(slot, std::move(item));
+    if (queue_.coalesced() != coalesced_before) deps_.metrics->bundles_coalesced->Increment();
+    if (next.has_value()) BeginWriteLocked(std::move(*next));
   }
 
-  // Starts writing `item`; returns its bundle version if it is a bundle.
-  std::optional<uint64_t> BeginWriteLocked(Outgoing item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void BeginWriteLocked(Outgoing item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     write_buffer_ = std::move(item.message);
-    std::optional<uint64_t> version;
+    writing_version_ = item.version;
     if (item.version != 0) {
+      // ACK/NACKs are matched against the newest bundle started on the stream.
       sent_nonce_ = std::move(item.nonce);
       sent_version_ = item.version;
       sent_pushed_at_ = item.pushed_at;
-      version = item.version;
     }
     StartWrite(&write_buffer_);
-    return version;
   }
 
   void RecordSent(uint64_t version) {
@@ -337,6 +332,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   uint64_t stream_id_ = 0;  // registry stream id, 0 before Hello
   OutboundQueue<Outgoing, 2> queue_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  uint64_t writing_version_ ABSL_GUARDED_BY(mu_) = 0;   // its bundle version, 0 for config
   std::string sent_nonce_ ABSL_GUARDED_BY(mu_);
   uint64_t sent_version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sent_pushed_at_ ABSL_GUARDED_BY(mu_);

@@ -173,7 +173,7 @@ bool Registry::RecordSent(std::string_view host_id, uint64_t stream, uint64_t ve
   if (entry == nullptr) return false;
   entry->host.mutable_status()->set_last_sent_version(version);
   entry->last_sent_time = now;
-  dirty_.insert(entry->host.metadata().name());
+  // Not persisted: last_sent_version describes the current stream and restarts at 0.
   return true;
 }
 

@@ -59,7 +59,7 @@ class Registry {
                       const std::vector<v1::Adapter>& changed,
                       const std::vector<std::string>& removed, absl::Time now);
 
-  /// A bundle of `version` was written to the stream.
+  /// A bundle of `version` was written to the stream (kept in memory only).
   bool RecordSent(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
   /// The agent ACKed `version` (nonce already checked by the stream). Clears last_nack.
   bool RecordAck(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
