@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/net_address.h"
 #include "rxfleet/version.h"
 #include "server/api/agent_service.h"
 #include "server/api/fleet_api.h"
@@ -27,6 +28,9 @@ constexpr size_t kApiBacklog = 1024;
 FleetServer::FleetServer() = default;
 
 absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServerOptions& options) {
+  if (absl::Status listen = common::ValidateHostPort(options.listen); !listen.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen: ", listen.message()));
+  }
   if (options.stale_after <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("stale-after must be positive");
   }
@@ -80,6 +84,9 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
       std::make_unique<FleetServiceImpl>(s.fleet_api_.get(), s.events_.get(), s.work_.get());
 
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would then share it
+  // with the first and answer half of the calls. A port in use must be an error instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::shared_ptr<grpc::ServerCredentials> credentials =
       options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials();
   builder.AddListeningPort(options.listen, credentials, &s.grpc_port_);

@@ -14,6 +14,7 @@
 #include "agent/metrics/metrics_server.h"
 #include "agent/status/status_server.h"
 #include "common/host_labels.h"
+#include "common/net_address.h"
 #include "common/string_view_compat.h"
 #include "rxfleet/version.h"
 #include "yaml-cpp/yaml.h"
@@ -264,6 +265,11 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   if (!once && !standalone) return usage("choose a mode: --standalone or --once (see --help)");
   if (!once && app.count("--output") > 0) return usage("--output only applies to --once");
   if (once && !server.empty()) return usage("--server only applies to --standalone");
+  if (!server.empty()) {
+    if (absl::Status address = common::ValidateHostPort(server); !address.ok()) {
+      return usage(absl::StrCat("--server: ", address.message()));
+    }
+  }
 
   CommandLine command;
   AgentOptions& o = command.options;

@@ -8,8 +8,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/net_address.h"
 #include "common/string_view_compat.h"
 #include "yaml-cpp/yaml.h"
 
@@ -207,6 +209,12 @@ absl::StatusOr<ConnectionSettings> ResolveConnection(const ConnectionFlags& flag
     return absl::InvalidArgumentError(absl::StrCat("invalid server address '", settings.server,
                                                    "' (from ", settings.server_origin,
                                                    "): expected HOST:PORT"));
+  }
+  if (!absl::StrContains(settings.server, "://") && !absl::StartsWith(settings.server, "unix:")) {
+    if (absl::Status address = common::ValidateHostPort(settings.server); !address.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(address.message(), " (from ", settings.server_origin, ")"));
+    }
   }
 
   if (flags.token) {
