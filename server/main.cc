@@ -1,6 +1,7 @@
 // rxfleet-server: flags -> FleetServerOptions -> FleetServer; SIGTERM/SIGINT -> graceful stop.
 
 #include <signal.h>
+#include <systemd/sd-daemon.h>
 
 #include <iostream>
 #include <string>
@@ -105,8 +106,21 @@ int main(int argc, char** argv) {
     std::cerr << "rxfleet-server: " << server.status().message() << "\n";
     return absl::IsInvalidArgument(server.status()) ? kExitUsage : kExitRuntime;
   }
-  int signal_number = 0;
-  ::sigwait(&signals, &signal_number);
+  // systemd (rxfleet-server.service is Type=notify with WatchdogSec): ready once the database
+  // is open and both listeners are bound; then a watchdog ping at half the interval, sent
+  // from this thread while it waits for a stop signal.
+  sd_notify(0, "READY=1\nSTATUS=serving");
+  uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
+  const absl::Duration ping_every =
+      watchdog ? absl::Microseconds(static_cast<int64_t>(watchdog_usec / 2)) : absl::Hours(24);
+  int signal_number = -1;
+  while (signal_number < 0) {
+    const timespec wait = absl::ToTimespec(ping_every);
+    signal_number = ::sigtimedwait(&signals, nullptr, &wait);
+    if (signal_number < 0 && watchdog) sd_notify(0, "WATCHDOG=1");
+  }
+  sd_notify(0, "STOPPING=1");
   (*server)->Shutdown(kShutdownGrace);
   return kExitOk;
 }

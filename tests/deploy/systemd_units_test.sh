@@ -55,7 +55,9 @@ check_unit() {
   fi
   # Type=notify: systemd waits for READY=1 (TimeoutStartSec) and kills the service when
   # WATCHDOG=1 stops; a program that never calls sd_notify would fail to start.
-  if ! readelf --dyn-syms -W "$binary" 2>/dev/null | grep -qE ' sd_(pid_)?notify(f)?(@|$)'; then
+  # grep reads all of readelf's output (no -q): with pipefail, an early exit would kill
+  # readelf with SIGPIPE and fail the pipeline for a binary that does call sd_notify.
+  if ! readelf --dyn-syms -W "$binary" 2>/dev/null | grep -E ' sd_(pid_)?notify(f)?(@|$)' >/dev/null; then
     no_notify+=("$program")
   fi
 }
