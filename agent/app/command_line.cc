@@ -239,8 +239,8 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
                  "rxfleet-server HOST:PORT to take policy bundles from (plaintext gRPC; "
                  "--standalone only); the last good bundle is kept in --state-dir");
   app.add_option("--probe-target", probe_target,
-                 "ICMP RTT probes through each adapter: none (default), gateway, or an IPv4 "
-                 "address (--standalone only)");
+                 "ICMP RTT probes through each adapter: gateway (default: the netdev's IPv4 "
+                 "default gateway), an IPv4 address, or none (--standalone only)");
 
   try {
     app.parse(argc, argv);
@@ -276,6 +276,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   o.mode = once ? AgentMode::kOnce : AgentMode::kStandalone;
   o.status_socket = kDefaultStatusSocket;
   o.metrics_address = std::string(kDefaultMetricsAddress);
+  o.probe_target = "gateway";
   command.output = output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
   command.server = server;
 

@@ -35,9 +35,9 @@ RXFLEET_AGENT_OPTS="$(sed -n 's/^RXFLEET_AGENT_OPTS="\(.*\)"$/\1/p' "$src/deploy
   --state-dir "$tmp/state" --status-socket "$tmp/agent.sock" --metrics-address 127.0.0.1:0 \
   > "$tmp/out" 2>&1 &
 pid=$!
-# Wait (bounded) for both endpoints.
+# Wait (bounded, 30 s: CI machines may be busy) for both endpoints.
 port=""
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   port="$(sed -n 's|.*metrics endpoint on http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$tmp/out")"
   if [ -n "$port" ] && [ -S "$tmp/agent.sock" ]; then break; fi
   if ! kill -0 "$pid" 2>/dev/null; then break; fi
@@ -52,7 +52,7 @@ else
   mode="$(stat -c %a "$tmp/agent.sock")"
   [ "$mode" = 660 ] || { echo "FAIL: status socket mode $mode, expected 660 (group rxfleet)" >&2; fail=1; }
   if command -v curl >/dev/null 2>&1; then
-    curl -sf "http://127.0.0.1:$port/metrics" | grep -q '^# TYPE rxfleet_' ||
+    curl -sf "http://127.0.0.1:$port/metrics" | grep '^# TYPE rxfleet_' >/dev/null ||
       { echo "FAIL: no rxfleet metrics on port $port" >&2; fail=1; }
   fi
 fi

@@ -104,7 +104,7 @@ TEST(CommandLineTest, DefaultsForStandalone) {
   EXPECT_EQ(o.metrics_address, "127.0.0.1:9477");
   EXPECT_EQ(o.state_dir, "/var/lib/rxfleet/agent");
   EXPECT_EQ(o.sysfs_root, "/sys");
-  EXPECT_TRUE(o.probe_target.empty());
+  EXPECT_EQ(o.probe_target, "gateway");
 }
 
 TEST(CommandLineTest, OnceWithEverything) {
