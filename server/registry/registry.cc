@@ -57,11 +57,12 @@ Registry::Entry* Registry::Current(std::string_view host_id, uint64_t stream) {
   return &it->second;
 }
 
-void Registry::MarkDirty(const std::string& host_id, absl::Time now) {
+void Registry::MarkDirty(const std::string& host_id, absl::Time now, bool adapters) {
   Entry& entry = hosts_.at(host_id);
   entry.host.mutable_metadata()->set_resource_version(absl::StrCat(++revision_));
   *entry.host.mutable_metadata()->mutable_update_time() = TimeToProto(now);
   dirty_.insert(host_id);
+  if (adapters) dirty_adapters_.insert(host_id);
 }
 
 uint64_t Registry::Connect(const v1::Hello& hello, std::string_view peer, absl::Time now) {
@@ -94,7 +95,7 @@ uint64_t Registry::Connect(const v1::Hello& hello, std::string_view peer, absl::
   }
   entry.stream = next_stream_++;
   entry.last_sent_time = absl::InfinitePast();
-  MarkDirty(id, now);
+  MarkDirty(id, now, /*adapters=*/true);
   return entry.stream;
 }
 
@@ -149,7 +150,7 @@ bool Registry::ReplaceAdapters(std::string_view host_id, uint64_t stream,
     PutAdapter(*entry, adapter, now);
   }
   *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
-  MarkDirty(entry->host.metadata().name(), now);
+  MarkDirty(entry->host.metadata().name(), now, /*adapters=*/true);
   return true;
 }
 
@@ -162,7 +163,7 @@ bool Registry::UpdateAdapters(std::string_view host_id, uint64_t stream,
   for (const v1::Adapter& adapter : changed) PutAdapter(*entry, adapter, now);
   for (const std::string& id : removed) entry->adapters.erase(id);
   *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
-  MarkDirty(entry->host.metadata().name(), now);
+  MarkDirty(entry->host.metadata().name(), now, /*adapters=*/!changed.empty() || !removed.empty());
   return true;
 }
 
@@ -328,18 +329,25 @@ std::vector<HostRecord> Registry::TakeDirty() {
     if (it == hosts_.end()) continue;
     HostRecord record;
     record.host = it->second.host;
-    for (const auto& [adapter_id, adapter] : it->second.adapters) {
-      record.adapters.push_back(adapter);
+    record.adapters_changed = dirty_adapters_.contains(id);
+    if (record.adapters_changed) {
+      for (const auto& [adapter_id, adapter] : it->second.adapters) {
+        record.adapters.push_back(adapter);
+      }
     }
     out.push_back(std::move(record));
   }
   dirty_.clear();
+  dirty_adapters_.clear();
   return out;
 }
 
 void Registry::ReturnDirty(const std::vector<HostRecord>& records) {
   absl::MutexLock lock(&mu_);
-  for (const HostRecord& record : records) dirty_.insert(record.host.metadata().name());
+  for (const HostRecord& record : records) {
+    dirty_.insert(record.host.metadata().name());
+    if (record.adapters_changed) dirty_adapters_.insert(record.host.metadata().name());
+  }
 }
 
 }  // namespace rxfleet::server

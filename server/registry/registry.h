@@ -99,7 +99,8 @@ class Registry {
   };
   Counts counts() const;
 
-  /// Hosts changed since the last call, with all their adapters, for the store.
+  /// Hosts changed since the last call, for the store; with all their adapters when those
+  /// changed too (HostRecord::adapters_changed).
   std::vector<HostRecord> TakeDirty();
   /// Marks hosts dirty again after a failed save.
   void ReturnDirty(const std::vector<HostRecord>& records);
@@ -115,14 +116,18 @@ class Registry {
   Entry* Current(std::string_view host_id, uint64_t stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PutAdapter(Entry& entry, v1::Adapter adapter, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkDirty(const std::string& host_id, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Bumps the host's resource version and queues it for the store; `adapters` also queues its
+  /// adapters (inventory, updates, label changes).
+  void MarkDirty(const std::string& host_id, absl::Time now, bool adapters = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsStale(const Entry& entry, absl::Time now) const;
   v1::Host View(const Entry& entry, absl::Time now, uint64_t latest_version) const;
 
   const RegistryOptions options_;
   mutable absl::Mutex mu_;
   std::map<std::string, Entry, std::less<>> hosts_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);           // hosts to save
+  std::set<std::string> dirty_adapters_ ABSL_GUARDED_BY(mu_);  // ... with their adapters
   uint64_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
 };

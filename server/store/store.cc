@@ -399,6 +399,7 @@ absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
       BindRecord(upsert_host, 2, record.host, &buffer);
       upsert_host.exec();
       upsert_host.reset();
+      if (!record.adapters_changed) continue;
       clear_adapters.bind(1, id);
       clear_adapters.exec();
       clear_adapters.reset();

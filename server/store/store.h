@@ -79,6 +79,9 @@ struct PolicyDeleteResult {
 struct HostRecord {
   v1::Host host;
   std::vector<v1::Adapter> adapters;
+  /// False when only the host changed: SaveRegistry then leaves its stored adapters alone
+  /// (`adapters` is empty). Loaded records always carry their adapters.
+  bool adapters_changed = true;
 };
 
 /// Everything the server loads at start-up.
@@ -136,9 +139,9 @@ class Store {
                                                   std::string_view resource_version);
 
   /// Persists registry changes and new/updated events in one transaction: each HostRecord
-  /// replaces the stored host and all its adapters; events are upserted by metadata.name
-  /// (a folded event keeps its name and gets a new resource_version). Then prunes events
-  /// beyond the newest `max_events` and those whose last_time is before `events_min_time`.
+  /// replaces the stored host and, if adapters_changed, all its adapters; events are upserted by
+  /// metadata.name (a folded event keeps its name and gets a new resource_version). Then prunes
+  /// events beyond the newest `max_events` and those whose last_time is before `events_min_time`.
   absl::Status SaveRegistry(absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events,
                             size_t max_events, absl::Time events_min_time);
 

@@ -149,6 +149,15 @@ TEST(RegistryTest, DirtyHostsRoundTripThroughTheStoreFormat) {
   registry.ReturnDirty(dirty);
   EXPECT_EQ(registry.TakeDirty().size(), 1u);
 
+  // An ACK alone changes the host, not its adapters: the store keeps the stored adapters.
+  ASSERT_TRUE(registry.RecordAck("h1", stream, 4, kT0));
+  std::vector<HostRecord> ack_only = registry.TakeDirty();
+  ASSERT_EQ(ack_only.size(), 1u);
+  EXPECT_FALSE(ack_only[0].adapters_changed);
+  EXPECT_TRUE(ack_only[0].adapters.empty());
+  EXPECT_EQ(ack_only[0].host.status().last_acked_version(), 4u);
+  ASSERT_TRUE(dirty[0].adapters_changed);
+
   // A restarted server loads the records: hosts start disconnected, keep ACK and adapters.
   Registry reloaded({}, dirty);
   absl::StatusOr<v1::Host> host = reloaded.GetHost("h1", kT0, 3);

@@ -191,6 +191,17 @@ TEST(StoreTest, SaveRegistryReplacesAHostsAdapters) {
     host.adapters.emplace_back().mutable_metadata()->set_name(id);
   }
   ASSERT_TRUE(store->SaveRegistry({host}, {}, 100, kNow).ok());
+  // A host-only change leaves the stored adapters alone.
+  HostRecord host_only;
+  host_only.host = host.host;
+  host_only.host.mutable_status()->set_last_acked_version(7);
+  host_only.adapters_changed = false;
+  ASSERT_TRUE(store->SaveRegistry({host_only}, {}, 100, kNow).ok());
+  absl::StatusOr<StoredState> kept = store->Load(100);
+  ASSERT_EQ(kept->hosts.size(), 1u);
+  EXPECT_EQ(kept->hosts[0].host.status().last_acked_version(), 7u);
+  EXPECT_EQ(kept->hosts[0].adapters.size(), 2u);
+
   host.adapters.erase(host.adapters.begin());
   ASSERT_TRUE(store->SaveRegistry({host}, {}, 100, kNow).ok());
   absl::StatusOr<StoredState> state = store->Load(100);
