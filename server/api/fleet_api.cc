@@ -214,10 +214,11 @@ absl::StatusOr<v1::Adapter> FleetApi::GetAdapter(const v1::GetAdapterRequest& re
   return deps_.registry->GetAdapter(request.host_id(), request.name());
 }
 
-v1::Policy FleetApi::WithStatus(const v1::Policy& policy, const PolicySnapshot& snapshot) const {
+v1::Policy FleetApi::WithStatus(const v1::Policy& policy, const PolicySnapshot& snapshot,
+                                const std::vector<v1::Adapter>& adapters) const {
   v1::Policy out = policy;
   std::map<std::string, v1::PolicyStatus> statuses =
-      PolicyStatuses(snapshot, deps_.registry->ListAdapters(false), &policy.metadata().name());
+      PolicyStatuses(snapshot, adapters, &policy.metadata().name());
   *out.mutable_status() = statuses[policy.metadata().name()];
   return out;
 }
@@ -327,7 +328,7 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
         absl::Now());
     deps_.on_policy_change();
   }
-  *response.mutable_policy() = WithStatus(written->policy, *deps_.policies->snapshot());
+  *response.mutable_policy() = WithStatus(written->policy, *deps_.policies->snapshot(), adapters);
   response.set_created(written->created);
   response.set_bundle_version(written->bundle_version);
   return response;
@@ -340,7 +341,7 @@ absl::StatusOr<v1::Policy> FleetApi::GetPolicy(const v1::GetPolicyRequest& reque
   if (it == snapshot->policies.end()) {
     return absl::NotFoundError(absl::StrCat("policy ", request.name(), " does not exist"));
   }
-  return WithStatus(it->second, *snapshot);
+  return WithStatus(it->second, *snapshot, deps_.registry->ListAdapters(false));
 }
 
 absl::StatusOr<v1::ListPoliciesResponse> FleetApi::ListPolicies(

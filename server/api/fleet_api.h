@@ -82,7 +82,9 @@ class FleetApi {
   absl::StatusOr<v1::ListEventsResponse> ListEvents(const v1::ListEventsRequest& request) const;
 
  private:
-  v1::Policy WithStatus(const v1::Policy& policy, const PolicySnapshot& snapshot) const;
+  /// `policy` with its status over `adapters` (the registry's, not GONE).
+  v1::Policy WithStatus(const v1::Policy& policy, const PolicySnapshot& snapshot,
+                        const std::vector<v1::Adapter>& adapters) const;
   void Audit(const Caller& caller, std::string_view action, std::string_view policy,
              std::string_view old_version, std::string_view new_version, bool dry_run,
              const absl::Status& result);
