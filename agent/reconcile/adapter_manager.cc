@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/metrics/adapter_metrics.h"
 #include "agent/reconcile/reconciler.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
@@ -14,31 +15,6 @@ namespace rxfleet::agent {
 namespace {
 
 using common::ToAbslView;
-
-// Failure reasons, the same bounded set as the metrics' rxfleet_adapter_failures_total{reason}:
-// the device layer's status codes translated once (agent/usb/libusb_status.h).
-std::string FailureReason(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kPermissionDenied:
-      return "permission_denied";
-    case absl::StatusCode::kUnavailable:
-      return "no_device";
-    case absl::StatusCode::kDeadlineExceeded:
-      return "timeout";
-    case absl::StatusCode::kFailedPrecondition:
-      return "stall";
-    case absl::StatusCode::kUnimplemented:
-      return "unsupported";
-    case absl::StatusCode::kInvalidArgument:
-      return "invalid_policy";
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown:
-      return "io";
-    default:
-      return "other";
-  }
-}
 
 std::string Hex32(uint32_t word) { return absl::StrFormat("0x%08x", word); }
 
@@ -414,7 +390,7 @@ void AdapterManager::Reconcile(Record& r) {
     r.snap.message = std::move(message);
   };
   auto fail = [&](const absl::Status& status, std::string_view reason_word, std::string_view what) {
-    const std::string failure = FailureReason(status);
+    const std::string failure(FailureReasonFromStatus(status));
     events.failure_reason = failure;
     r.snap.last_failure_reason = failure;
     ++r.snap.counters.failures;
