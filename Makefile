@@ -9,7 +9,7 @@ BUILD_DIR := build/$(PRESET)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps configure build test test-asan demo format tidy clean
+.PHONY: all deps configure build test test-asan demo demo-smoke format tidy clean
 
 all: build
 
@@ -33,8 +33,14 @@ test: build
 test-asan:
 	$(MAKE) test PRESET=asan
 
+# The whole system on this machine, no adapters needed: server, three emulated hosts' agents,
+# Prometheus via HTTP SD, a policy change and an experiment; runs until Ctrl-C.
 demo: build
 	@scripts/demo $(BUILD_DIR)
+
+# The same tour without waiting, with assertions (also ctest e2e_demo_smoke in `make test`).
+demo-smoke: build
+	@scripts/demo --smoke $(BUILD_DIR)
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
