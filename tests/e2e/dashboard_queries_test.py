@@ -12,7 +12,8 @@ Exceptions (the query must still be accepted by Prometheus, but may be empty), k
     rxfleet_server_experiment_*), when the demo could not start one;
   - rxfleet_adapter_failures_total: exists only after a failed reconcile, which the demo's
     healthy labs never have (tests/agent/telemetry forces one with a stalled transfer).
-Each query is polled until it has data or the deadline passes (rates need a few samples).
+Each query runs as a range query over the last 5 minutes, as a panel would, and is polled
+until it has a finite value or the deadline passes (rates need a few samples).
 """
 import json
 import os
@@ -36,7 +37,12 @@ def get(prom, path, params):
 
 
 def query(prom, expr):
-    return get(prom, "/api/v1/query", {"query": expr})["result"]
+    """Values of expr over the last 5 minutes (2 s steps): a panel shows a time range, and the
+    experiment's series end with it, so data anywhere in the range counts."""
+    now = time.time()
+    result = get(prom, "/api/v1/query_range",
+                 {"query": expr, "start": now - 300, "end": now, "step": 2})["result"]
+    return [v for series in result for _, v in series.get("values", [])]
 
 
 def substitute(expr, variables):
@@ -103,7 +109,7 @@ def main():
             except Exception as e:  # a query Prometheus rejects fails at once
                 failures.append(f"{name} / {title}: rejected: {e}\n    {expr}")
                 continue
-            values = [r["value"][1] for r in result if "value" in r]
+            values = result
             if any(v not in ("NaN", "+Inf", "-Inf") for v in values) or may_be_empty:
                 continue
             still.append(check)
