@@ -29,6 +29,8 @@ opts="$(sed -n 's/^RXFLEET_SERVER_OPTS="\(.*\)"$/\1/p' "$src/deploy/config/serve
   { echo "FAIL: server.env --db must be below /var/lib/rxfleet: $opts" >&2; exit 1; }
 test_opts="$(sed -E 's#(--(http-)?listen) [^ ]*:[0-9]+#\1 127.0.0.1:0#g; s#--db /var/lib/rxfleet/#--db '"$tmp"'/#' <<< "$opts")"
 
+# The output file exists before the background job opens it: the wait loop reads it at once.
+: > "$tmp/out"
 # shellcheck disable=SC2086 # split like systemd splits an unquoted $VAR
 "$server" $test_opts > "$tmp/out" 2>&1 &
 pid=$!
