@@ -11,7 +11,9 @@ Exceptions (the query must still be accepted by Prometheus, but may be empty), k
   - series that exist only while an experiment runs (rxfleet_adapter_experiment_info,
     rxfleet_server_experiment_*), when the demo could not start one;
   - rxfleet_adapter_failures_total: exists only after a failed reconcile, which the demo's
-    healthy labs never have (tests/agent/telemetry forces one with a stalled transfer).
+    healthy labs never have (tests/agent/telemetry forces one with a stalled transfer);
+  - rxfleet_server_experiment_arm_stopped: exists only once a guardrail stopped an arm (the
+    server exports stopped arms only; alert RxfleetExperimentArmStopped).
 Each query runs as a range query over the last 5 minutes, as a panel would, and is polled
 until it has a finite value or the deadline passes (rates need a few samples).
 """
@@ -23,7 +25,7 @@ import urllib.parse
 import urllib.request
 
 DEADLINE_SECONDS = 60
-MAY_BE_EMPTY_ALWAYS = ("rxfleet_adapter_failures_total",)
+MAY_BE_EMPTY_ALWAYS = ("rxfleet_adapter_failures_total", "rxfleet_server_experiment_arm_stopped")
 EXPERIMENT_SERIES = ("rxfleet_adapter_experiment_info", "rxfleet_server_experiment_")
 
 
