@@ -4,8 +4,8 @@
 #  2. ansible-lint (profile production, offline) over deploy/ansible/;
 #  3. the role against localhost twice, everything written below a scratch root and package and
 #     service management off (nothing is installed or enabled on this machine): the first run
-#     changes files, the second changes nothing; the written agent.yaml is accepted by the built
-#     agent and agent.env sets the server link.
+#     changes files, the second changes nothing; agent.env sets the server link, and the built
+#     agent starts with the written files as the unit runs it.
 #   ansible_test.sh SOURCE_DIR [AGENT_BINARY]
 set -euo pipefail
 src="${1:?usage: ansible_test.sh SOURCE_DIR [AGENT_BINARY]}"
@@ -72,14 +72,32 @@ if [ -f "$root/etc/rxfleet/tls/agent.key" ]; then
   mode="$(stat -c %a "$root/etc/rxfleet/tls/agent.key")"
   [ "$mode" = 640 ] || fail "agent.key has mode $mode, expected 640"
 fi
-grep -qx 'RXFLEET_AGENT_OPTS="--server fleet.example.net:7443"' "$root/etc/rxfleet/agent.env" ||
+grep -qx 'RXFLEET_AGENT_OPTS="--standalone --server fleet.example.net:7443"' "$root/etc/rxfleet/agent.env" ||
   fail "agent.env does not set the server link: $(grep OPTS "$root/etc/rxfleet/agent.env" || true)"
-if [ -n "$agent" ] && [ -x "$agent" ] && [ -f "$root/etc/rxfleet/agent.yaml" ]; then
-  mkdir -p "$tmp/sys" "$tmp/proc" "$tmp/policies.d"
-  if ! "$agent" --config "$root/etc/rxfleet/agent.yaml" --once -o json --sysfs-root "$tmp/sys" \
-       --procfs-root "$tmp/proc" --policy-file "$tmp/policies.d" > "$tmp/agent.out" 2>&1; then
+# The unit's command line with the written files (rxfleet-agent --config agent.yaml
+# $RXFLEET_AGENT_OPTS), paths and port redirected to the temp dir: the agent must start in the
+# configured mode (its server link keeps retrying the example address) and stop on SIGTERM.
+if [ -n "$agent" ] && [ -x "$agent" ] && [ -f "$root/etc/rxfleet/agent.env" ]; then
+  mkdir -p "$tmp/sys" "$tmp/proc" "$tmp/policies.d" "$tmp/state"
+  opts="$(sed -n 's/^RXFLEET_AGENT_OPTS="\(.*\)"$/\1/p' "$root/etc/rxfleet/agent.env")"
+  : > "$tmp/agent.out"
+  # shellcheck disable=SC2086 # split like systemd splits an unquoted $VAR
+  "$agent" --config "$root/etc/rxfleet/agent.yaml" $opts --sysfs-root "$tmp/sys" \
+    --procfs-root "$tmp/proc" --policy-file "$tmp/policies.d" --state-dir "$tmp/state" \
+    --status-socket "$tmp/agent.sock" --metrics-address 127.0.0.1:0 > "$tmp/agent.out" 2>&1 &
+  pid=$!
+  up=false
+  for _ in $(seq 1 300); do
+    if grep -q 'metrics endpoint on http://127.0.0.1:' "$tmp/agent.out"; then up=true; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -TERM "$pid" 2>/dev/null || true
+  rc=0
+  wait "$pid" || rc=$?
+  if [ "$up" != true ] || [ "$rc" -ne 0 ]; then
     cat "$tmp/agent.out" >&2
-    fail "rxfleet-agent rejects the agent.yaml the role writes"
+    fail "rxfleet-agent with the written agent.yaml and agent.env did not start and stop cleanly (exit $rc)"
   fi
 fi
 
