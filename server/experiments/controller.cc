@@ -439,8 +439,14 @@ absl::StatusOr<v1::Experiment> ExperimentController::StopExperiment(
   return out;
 }
 
-absl::StatusOr<std::vector<experiments::Window>> ExperimentController::ReadWindows(
-    const Entry& entry) {
+absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::Windows(
+    Entry& entry) {
+  if (entry.cache.has_value()) return &*entry.cache;
+  if (!Running(entry)) {  // one ended experiment in memory at a time
+    for (auto& [name, other] : entries_) {
+      if (!Running(other)) other.cache.reset();
+    }
+  }
   std::vector<experiments::Window> windows;
   windows.reserve(entry.windows);
   const std::string& name = entry.proto.metadata().name();
@@ -461,7 +467,8 @@ absl::StatusOr<std::vector<experiments::Window>> ExperimentController::ReadWindo
     return w.segment.size() != entry.experiment.segment_keys.size() ||
            w.duration <= absl::ZeroDuration();
   });
-  return windows;
+  entry.cache = std::move(windows);
+  return &*entry.cache;
 }
 
 absl::StatusOr<v1::ExperimentReport> ExperimentController::GetExperimentReport(
@@ -473,7 +480,7 @@ absl::StatusOr<v1::ExperimentReport> ExperimentController::GetExperimentReport(
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("experiment ", request.name(), " does not exist"));
   }
-  const Entry& entry = it->second;
+  Entry& entry = it->second;
   const Experiment& e = entry.experiment;
   std::vector<std::pair<size_t, std::string>> filter;
   for (const auto& [key, value] : request.segment()) {
@@ -489,13 +496,13 @@ absl::StatusOr<v1::ExperimentReport> ExperimentController::GetExperimentReport(
     return absl::FailedPreconditionError(
         absl::StrCat("experiment ", request.name(), " has not started"));
   }
-  absl::StatusOr<std::vector<experiments::Window>> windows = ReadWindows(entry);
+  absl::StatusOr<const std::vector<experiments::Window>*> windows = Windows(entry);
   if (!windows.ok()) return windows.status();
   experiments::ReportOptions options;
   options.start = entry.assigner->start();
   options.now = now;
   options.stopped = entry.stopped;
-  absl::StatusOr<experiments::Report> report = experiments::ComputeReport(e, *windows, options);
+  absl::StatusOr<experiments::Report> report = experiments::ComputeReport(e, **windows, options);
   if (!report.ok()) return report.status();
   if (!filter.empty()) {
     auto keep = [&](const std::vector<std::string>& values) {
@@ -647,6 +654,9 @@ absl::Status ExperimentController::AcceptWindow(std::string_view host_id,
   stored.host_id = std::string(host_id);
   stored.segment = experiments::SegmentValuesFor(e, Attributes(*adapter));
   stored.window = window;
+  if (entry.cache.has_value() && stored.segment.size() == e.segment_keys.size()) {
+    entry.cache->push_back(experiments::WindowFromProto(window, host_id, stored.segment));
+  }
   pending_.push_back(std::move(stored));
   ++entry.windows;
   if (window.valid()) ++entry.valid_windows;
@@ -680,10 +690,10 @@ absl::Status ExperimentController::FlushWindows() {
 bool ExperimentController::Guardrails(Entry& entry, absl::Time now) {
   const Experiment& e = entry.experiment;
   if (e.guardrails.empty()) return false;
-  absl::StatusOr<std::vector<experiments::Window>> windows = ReadWindows(entry);
+  absl::StatusOr<const std::vector<experiments::Window>*> windows = Windows(entry);
   if (!windows.ok()) return false;
   absl::StatusOr<experiments::Aggregate> aggregate =
-      experiments::AggregateWindows(e, entry.assigner->start(), *windows);
+      experiments::AggregateWindows(e, entry.assigner->start(), **windows);
   if (!aggregate.ok()) return false;
   absl::StatusOr<std::vector<experiments::GuardrailDecision>> decisions =
       experiments::EvaluateGuardrails(e, *aggregate, entry.stopped);
@@ -800,6 +810,7 @@ absl::Time ExperimentController::Tick() {
               TimeFromProto(entry.proto.status().end_time()) < now - options_.retention) {
             entry.windows = 0;
             entry.valid_windows = 0;
+            entry.cache.reset();
           }
         }
       }

@@ -22,8 +22,11 @@
 // and running or ended less than one window length ago, arm of the experiment, finite
 // non-negative values, 0 < duration <= 2 x window length, a window that has ended, bounded
 // strings), attaches the adapter's segment values at receipt and buffers it; buffered windows
-// are written in batches (one transaction) every tick and before reports and guardrails. A
-// failed write keeps them buffered (up to kMaxPendingWindows) and retries. At most
+// are written in batches (one transaction) every tick. A failed write keeps them buffered (up
+// to kMaxPendingWindows) and retries. Reports and guardrails read the windows from memory:
+// every window of a running experiment is kept converted (about 340 bytes each), loaded from
+// the store on first use; an ended experiment's windows are loaded when its report is asked
+// for and kept until another ended experiment's report is. At most
 // `max_windows_per_experiment` windows are stored per experiment; later ones are rejected.
 // Windows of experiments that ended more than `retention` ago are deleted.
 //
@@ -143,6 +146,10 @@ class ExperimentController {
     absl::Time next_guardrails = absl::InfinitePast();
     uint64_t windows = 0;  ///< stored + buffered
     uint64_t valid_windows = 0;
+    /// Every window of the experiment (stored and buffered), converted; loaded from the store
+    /// on first use and appended to as windows arrive. Kept while the experiment runs and for
+    /// the one ended experiment whose report was asked for last.
+    std::optional<std::vector<experiments::Window>> cache;
   };
 
   ExperimentController(ExperimentControllerOptions options, ExperimentControllerDeps deps);
@@ -163,7 +170,8 @@ class ExperimentController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Evaluates guardrails; returns whether arms were stopped.
   bool Guardrails(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<experiments::Window>> ReadWindows(const Entry& entry)
+  /// The cached windows of `entry`, loading them first if needed.
+  absl::StatusOr<const std::vector<experiments::Window>*> Windows(Entry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordEvent(const std::string& name, v1::EventType type, std::string reason,
