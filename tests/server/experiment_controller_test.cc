@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
+#include "prometheus/text_serializer.h"
 #include "server/experiments/controller.h"
 #include "tests/support/paths.h"
 
@@ -180,6 +181,10 @@ class ExperimentControllerTest : public ::testing::Test {
     }
   }
 
+  std::string Exposition() {
+    return prometheus::TextSerializer().Serialize(metrics_->registry->Collect());
+  }
+
   std::vector<std::string> EventReasons() {
     v1::ListEventsRequest filter;
     filter.set_involved_object_kind("Experiment");
@@ -263,6 +268,9 @@ TEST_F(ExperimentControllerTest, PeriodBoundariesPublishNewAssignmentsAndTheEndC
   EXPECT_THAT(controller_->Assignments("x86-1"), IsEmpty());
   EXPECT_EQ(bumps_, 3);
   EXPECT_THAT(EventReasons(), ElementsAre("Created", "Completed"));
+  EXPECT_THAT(Exposition(), ::testing::HasSubstr("rxfleet_server_experiment_info{experiment="
+                                                 "\"hold-ab\",phase=\"completed\"} 1"));
+  EXPECT_THAT(Exposition(), ::testing::Not(::testing::HasSubstr("phase=\"running\"")));
   v1::StopExperimentRequest stop;
   stop.set_name(kName);
   EXPECT_EQ(controller_->StopExperiment(stop).status().code(),
@@ -287,6 +295,14 @@ TEST_F(ExperimentControllerTest, GuardrailStopsTheArmInItsSegmentOnly) {
     for (const auto& [adapter, arm] : Arms("x86-1")) x86_arms.insert(arm);
   }
   EXPECT_EQ(x86_arms.size(), 2u);
+  const std::string exposition = Exposition();
+  EXPECT_THAT(exposition,
+              ::testing::HasSubstr("rxfleet_server_experiment_arm_stopped{arm=\"short\","
+                                   "experiment=\"hold-ab\",segment=\"board=pi1\"} 1"));
+  EXPECT_THAT(exposition, ::testing::HasSubstr("rxfleet_server_experiment_info{experiment="
+                                               "\"hold-ab\",phase=\"running\"} 1"));
+  EXPECT_THAT(exposition,
+              ::testing::HasSubstr("rxfleet_server_metric_windows_total{result=\"stored\"} 28"));
 
   // The report: a clear gain on x86 with an interval above zero, the text filled.
   v1::GetExperimentReportRequest request;
