@@ -9,6 +9,7 @@
 #include "server/api/fleet_api.h"
 #include "server/api/fleet_service.h"
 #include "server/api/work_queue.h"
+#include "server/experiments/controller.h"
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/log.h"
@@ -67,21 +68,39 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   s.events_ = std::make_unique<EventLog>(event_options, std::move(state->events),
                                          state->last_event_version);
 
+  if (options.experiment_retention <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("experiment-retention must be positive");
+  }
   AgentServiceOptions agent_options;
   // Agents send a keep-alive at least every report interval; the server marks a host stale
   // after three silent intervals.
   agent_options.report_interval = options.stale_after / 3;
-  s.agent_service_ = std::make_unique<AgentServiceImpl>(
-      agent_options,
-      AgentServiceDeps{s.registry_.get(), s.policies_.get(), s.events_.get(), s.metrics_.get()});
-  s.debouncer_ = std::make_unique<Debouncer>(
-      options.push_debounce, [agent = s.agent_service_.get()] { agent->PushCurrentBundle(); });
+  // The debouncer's action reaches the agent service through this pointer, set below: the
+  // experiment controller needs the FleetApi, which needs the debouncer.
+  s.debouncer_ = std::make_unique<Debouncer>(options.push_debounce, [&s] {
+    if (s.agent_service_ != nullptr) s.agent_service_->PushCurrentBundle();
+  });
   s.fleet_api_ = std::make_unique<FleetApi>(
       FleetApiDeps{s.store_.get(), s.registry_.get(), s.policies_.get(), s.events_.get(),
                    s.metrics_.get(), [debouncer = s.debouncer_.get()] { debouncer->Trigger(); }});
+  ExperimentControllerOptions experiment_options;
+  experiment_options.retention = options.experiment_retention;
+  FleetApi* api = s.fleet_api_.get();
+  absl::StatusOr<std::unique_ptr<ExperimentController>> experiments = ExperimentController::Create(
+      experiment_options,
+      ExperimentControllerDeps{s.store_.get(), s.registry_.get(), s.events_.get(), s.metrics_.get(),
+                               [api] { return api->BumpBundleVersion(); },
+                               [api](const v1::ApplyPolicyRequest& request) {
+                                 return api->ApplyPolicy(request, Caller{"experiment promotion"});
+                               }});
+  if (!experiments.ok()) return experiments.status();
+  s.experiments_ = *std::move(experiments);
+  s.agent_service_ = std::make_unique<AgentServiceImpl>(
+      agent_options, AgentServiceDeps{s.registry_.get(), s.policies_.get(), s.events_.get(),
+                                      s.metrics_.get(), s.experiments_.get()});
   s.work_ = std::make_unique<WorkQueue>(options.api_threads, kApiBacklog);
-  s.fleet_service_ =
-      std::make_unique<FleetServiceImpl>(s.fleet_api_.get(), s.events_.get(), s.work_.get());
+  s.fleet_service_ = std::make_unique<FleetServiceImpl>(s.fleet_api_.get(), s.events_.get(),
+                                                        s.work_.get(), s.experiments_.get());
 
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would then share it
@@ -119,6 +138,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   }
 
   s.flusher_ = std::thread([&s] { s.FlushLoop(); });
+  s.experiments_->Run();
   std::shared_ptr<const PolicySnapshot> snapshot = s.policies_->snapshot();
   Log(LogLevel::kInfo,
       absl::StrCat(
@@ -145,8 +165,9 @@ void FleetServer::Shutdown(absl::Duration grace) {
   agent_service_->Shutdown();
   fleet_service_->Shutdown();
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  debouncer_.reset();  // no more pushes
-  work_.reset();       // finishes queued API calls
+  work_.reset();             // finishes queued API calls
+  experiments_->Shutdown();  // no more ticks; buffered windows written
+  debouncer_.reset();        // no more pushes
   if (flusher_.joinable()) flusher_.join();
   Flush();  // the last registry changes
   http_.reset();

@@ -7,11 +7,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/api/status.h"
+#include "server/experiments/controller.h"
 
 namespace rxfleet::server {
 namespace {
-
-constexpr char kNoExperiments[] = "experiments are not available in this server version";
 
 Caller CallerOf(const grpc::CallbackServerContext* context) {
   Caller caller;
@@ -151,8 +150,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
   std::optional<uint64_t> watch_id_ ABSL_GUARDED_BY(mu_);
 };
 
-FleetServiceImpl::FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work)
-    : api_(api), events_(events), work_(work) {}
+FleetServiceImpl::FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work,
+                                   ExperimentController* experiments)
+    : api_(api), events_(events), work_(work), experiments_(experiments) {}
 
 FleetServiceImpl::~FleetServiceImpl() = default;
 
@@ -172,10 +172,16 @@ grpc::ServerUnaryReactor* FleetServiceImpl::Run(grpc::CallbackServerContext* con
   return reactor;
 }
 
-grpc::ServerUnaryReactor* FleetServiceImpl::NoExperiments(grpc::CallbackServerContext* context) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, kNoExperiments));
-  return reactor;
+template <typename Response, typename Fn>
+grpc::ServerUnaryReactor* FleetServiceImpl::RunExperiment(grpc::CallbackServerContext* context,
+                                                          Response* response, Fn fn) {
+  if (experiments_ == nullptr) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "experiments are not enabled in this server"));
+    return reactor;
+  }
+  return Run(context, response, [this, fn] { return fn(*experiments_); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListHosts(grpc::CallbackServerContext* context,
@@ -236,40 +242,52 @@ grpc::ServerUnaryReactor* FleetServiceImpl::ExplainAdapter(grpc::CallbackServerC
   return Run(context, response, [this, request] { return api_->ExplainAdapter(*request); });
 }
 
-grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(grpc::CallbackServerContext* context,
-                                                             const v1::CreateExperimentRequest*,
-                                                             v1::CreateExperimentResponse*) {
-  return NoExperiments(context);
+grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(
+    grpc::CallbackServerContext* context, const v1::CreateExperimentRequest* request,
+    v1::CreateExperimentResponse* response) {
+  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+    return experiments.CreateExperiment(*request);
+  });
 }
 
-grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(grpc::CallbackServerContext* context,
-                                                            const v1::ListExperimentsRequest*,
-                                                            v1::ListExperimentsResponse*) {
-  return NoExperiments(context);
+grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(
+    grpc::CallbackServerContext* context, const v1::ListExperimentsRequest* request,
+    v1::ListExperimentsResponse* response) {
+  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+    return experiments.ListExperiments(*request);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperiment(grpc::CallbackServerContext* context,
-                                                          const v1::GetExperimentRequest*,
-                                                          v1::Experiment*) {
-  return NoExperiments(context);
+                                                          const v1::GetExperimentRequest* request,
+                                                          v1::Experiment* response) {
+  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+    return experiments.GetExperiment(*request);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerContext* context,
-                                                           const v1::StopExperimentRequest*,
-                                                           v1::Experiment*) {
-  return NoExperiments(context);
+                                                           const v1::StopExperimentRequest* request,
+                                                           v1::Experiment* response) {
+  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+    return experiments.StopExperiment(*request);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(
-    grpc::CallbackServerContext* context, const v1::GetExperimentReportRequest*,
-    v1::ExperimentReport*) {
-  return NoExperiments(context);
+    grpc::CallbackServerContext* context, const v1::GetExperimentReportRequest* request,
+    v1::ExperimentReport* response) {
+  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+    return experiments.GetExperimentReport(*request);
+  });
 }
 
-grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(grpc::CallbackServerContext* context,
-                                                              const v1::PromoteExperimentRequest*,
-                                                              v1::PromoteExperimentResponse*) {
-  return NoExperiments(context);
+grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
+    grpc::CallbackServerContext* context, const v1::PromoteExperimentRequest* request,
+    v1::PromoteExperimentResponse* response) {
+  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+    return experiments.PromoteExperiment(*request);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListEvents(grpc::CallbackServerContext* context,

@@ -4,8 +4,8 @@
 // SQLite with fsync) and finish from there, so callback threads never block; when the queue is
 // full a call fails with RESOURCE_EXHAUSTED. WatchEvents is a callback server-streaming reactor
 // with a capped per-watch queue: a watcher that falls more than kMaxWatchBacklog events behind
-// is ended with RESOURCE_EXHAUSTED (list, then watch again). Experiment RPCs answer
-// UNIMPLEMENTED: experiments are not available in this server version.
+// is ended with RESOURCE_EXHAUSTED (list, then watch again). Experiment RPCs are served by the
+// ExperimentController (server/experiments/controller.h).
 
 #include <grpcpp/grpcpp.h>
 
@@ -21,6 +21,7 @@
 
 namespace rxfleet::server {
 
+class ExperimentController;
 class WatchReactor;
 
 /// Events a watcher may have queued before it is ended.
@@ -28,8 +29,10 @@ inline constexpr size_t kMaxWatchBacklog = 1024;
 
 class FleetServiceImpl final : public v1::FleetService::CallbackService {
  public:
-  /// `api`, `events` and `work` must outlive the service (and the gRPC server).
-  FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work);
+  /// `api`, `events`, `work` and `experiments` must outlive the service (and the gRPC
+  /// server). Without `experiments` the experiment RPCs answer UNIMPLEMENTED.
+  FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work,
+                   ExperimentController* experiments = nullptr);
   ~FleetServiceImpl() override;
 
   /// Ends every watch with UNAVAILABLE("server shutting down"); new watches are refused.
@@ -90,12 +93,16 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
 
   template <typename Response, typename Fn>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, Response* response, Fn fn);
-  grpc::ServerUnaryReactor* NoExperiments(grpc::CallbackServerContext* context);
+  /// Runs `fn(controller)` on the work queue, or answers UNIMPLEMENTED without a controller.
+  template <typename Response, typename Fn>
+  grpc::ServerUnaryReactor* RunExperiment(grpc::CallbackServerContext* context, Response* response,
+                                          Fn fn);
   void Forget(WatchReactor* watch);
 
   FleetApi* const api_;
   EventLog* const events_;
   WorkQueue* const work_;
+  ExperimentController* const experiments_;
 
   absl::Mutex watches_mu_;
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(watches_mu_);

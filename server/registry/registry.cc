@@ -275,6 +275,17 @@ std::vector<v1::Adapter> Registry::ListAdapters(bool include_gone) const {
   return out;
 }
 
+std::vector<v1::Adapter> Registry::HostAdapters(std::string_view host_id) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Adapter> out;
+  auto host = hosts_.find(host_id);
+  if (host == hosts_.end()) return out;
+  for (const auto& [id, adapter] : host->second.adapters) {
+    if (!IsGone(adapter)) out.push_back(adapter);
+  }
+  return out;
+}
+
 absl::StatusOr<v1::Adapter> Registry::GetAdapter(std::string_view host_id,
                                                  std::string_view adapter_id) const {
   absl::MutexLock lock(&mu_);

@@ -77,6 +77,9 @@ class Registry {
   /// Adapters ordered by (host_id, name); metadata.labels carry the host's labels. GONE
   /// adapters only with `include_gone`.
   std::vector<v1::Adapter> ListAdapters(bool include_gone) const;
+  /// The adapters of one host that are not GONE, by adapter id (labels carry the host's
+  /// labels); empty if the host is unknown.
+  std::vector<v1::Adapter> HostAdapters(std::string_view host_id) const;
   /// One adapter; NotFound if the host or the adapter is unknown.
   absl::StatusOr<v1::Adapter> GetAdapter(std::string_view host_id,
                                          std::string_view adapter_id) const;
