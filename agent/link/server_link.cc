@@ -238,6 +238,7 @@ grpc::Status ServerLink::RunStream() {
       {
         absl::MutexLock lock(&mu_);
         if (interval > absl::ZeroDuration()) report_interval_ = interval;
+        stream_configured_ = true;  // the server answered: windows may go out
         if (!configured) {
           status_.set_state(v1::SERVER_LINK_STATE_CONNECTED);
           *status_.mutable_last_connect_time() = common::TimeToProto(absl::Now());
@@ -259,6 +260,7 @@ grpc::Status ServerLink::RunStream() {
   {
     absl::MutexLock lock(&mu_);
     stream_open_ = false;
+    stream_configured_ = false;
   }
   writer.join();
   const grpc::Status status = stream->Finish();
@@ -273,8 +275,8 @@ void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::Server
   last_sent_ = absl::Now();
   while (true) {
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || !stream_open_ || !control_.empty() || !windows_.empty() ||
-             !changed_.empty() || !removed_.empty();
+      return stopping_ || !stream_open_ || !control_.empty() ||
+             (stream_configured_ && !windows_.empty()) || !changed_.empty() || !removed_.empty();
     };
     mu_.AwaitWithDeadline(absl::Condition(&ready), last_sent_ + report_interval_);
     if (stopping_ || !stream_open_) return;
@@ -283,7 +285,7 @@ void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::Server
     if (!control_.empty()) {
       message = std::move(control_.front());
       control_.pop_front();
-    } else if (!windows_.empty()) {
+    } else if (stream_configured_ && !windows_.empty()) {
       // Copied, not moved: the window stays queued until the stream accepted it.
       window_seq = windows_.front().first;
       message = windows_.front().second;

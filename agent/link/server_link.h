@@ -15,9 +15,10 @@
 // [0.5, 1] (jitter), reset once a stream has received its ServerConfig.
 //
 // Metric windows: finished experiment windows (SendMetricWindow) wait in a bounded queue
-// (ServerLinkOptions::max_queued_windows, oldest dropped first) and are written after the
-// control messages of the open stream, so windows cut while the server is unreachable are sent
-// after the reconnect. A window leaves the queue only once the stream accepted it.
+// (ServerLinkOptions::max_queued_windows, oldest dropped first) and are written once the open
+// stream got its ServerConfig, after the control messages, so windows cut while the server is
+// unreachable are sent after the reconnect. A window leaves the queue only once the stream
+// accepted it (a window written just before a stream breaks can still be lost in transit).
 //
 // Keepalive: HTTP/2 pings every 20 s without data, 10 s timeout, also with no call open,
 // unlimited pings without data; the server accepts pings down to every 10 s (docs/SERVER.md).
@@ -149,6 +150,8 @@ class ServerLink {
   std::map<std::string, v1::Adapter> adapters_ ABSL_GUARDED_BY(mu_);  // everything reported
   // Outbox of the open stream.
   bool stream_open_ ABSL_GUARDED_BY(mu_) = false;
+  // The open stream got the server's ServerConfig; metric windows wait for it.
+  bool stream_configured_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<v1::AgentMessage> control_ ABSL_GUARDED_BY(mu_);  // Hello, inventory, ACK/NACK
   std::map<std::string, v1::Adapter> changed_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> removed_ ABSL_GUARDED_BY(mu_);
