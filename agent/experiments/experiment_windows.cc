@@ -226,7 +226,9 @@ std::vector<ExperimentWindow> ExperimentWindowCutter::Tick(const ExperimentTick&
       ++it;
       continue;
     }
-    closed.push_back(Close(open, tick));
+    if (absl::FromChrono(tick.now - open.start) >= options_.min_duration) {
+      closed.push_back(Close(open, tick));
+    }
     it = open_.erase(it);
   }
 

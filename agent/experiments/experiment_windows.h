@@ -92,6 +92,9 @@ struct ExperimentWindowOptions {
   /// An assignment change seen by a tick more than this long after SetAssignments() means the
   /// new arm may already have been in the registers inside the old window (`arm_changed`).
   absl::Duration edge_tolerance = absl::Milliseconds(250);
+  /// Windows closed after less than this (e.g. a bundle arriving just after a tick opened the
+  /// next window) carry no usable measurement and are discarded, not reported. >= 0.
+  absl::Duration min_duration = absl::Milliseconds(500);
 };
 
 /// Cuts experiment windows (pure logic; thread-safe). Rules, per (adapter, experiment):
@@ -106,7 +109,8 @@ struct ExperimentWindowOptions {
 ///    verified or its register did not hold every field the arm sets), `adapter_gone`
 ///    (adapter or netdev missing at a tick), `counter_reset` (a kernel counter went back),
 ///    `clock_jump` (wall clock stepped), `arm_changed` (the arm changed more than
-///    edge_tolerance before the tick that closed the window).
+///    edge_tolerance before the tick that closed the window);
+///  - windows shorter than options.min_duration are discarded.
 class ExperimentWindowCutter {
  public:
   explicit ExperimentWindowCutter(ExperimentWindowOptions options = {});

@@ -225,6 +225,20 @@ TEST(ExperimentWindowsTest, ABundleChangeClosesTheWindowEarlyAndOpensOneForTheNe
   EXPECT_EQ(windows[0].observed_settings->hold_us, kHoldB);
 }
 
+TEST(ExperimentWindowsTest, AWindowCutRightAfterItOpenedIsDiscarded) {
+  Host host;
+  ExperimentWindowCutter cutter;
+  cutter.SetAssignments(1, {Assignment("short", kHoldA, host.wall(), absl::Seconds(2))},
+                        host.steady());
+  ASSERT_TRUE(cutter.Tick(host.Tick()).empty());
+  ASSERT_EQ(TickFor(cutter, host, 2).size(), 1u);  // closes [0, 2) and opens [2, 4)
+  host.Advance(absl::Milliseconds(5));
+  cutter.SetAssignments(2, {Assignment("long", kHoldB, host.wall(), absl::Seconds(2))},
+                        host.steady());
+  EXPECT_TRUE(cutter.Tick(host.Tick()).empty());  // [2, 2.005) says nothing: not reported
+  EXPECT_EQ(cutter.OpenWindows().size(), 1u);
+}
+
 TEST(ExperimentWindowsTest, AnArmChangeSeenLateMarksTheClosedWindowArmChanged) {
   Host host;
   ExperimentWindowCutter cutter;
