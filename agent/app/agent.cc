@@ -178,6 +178,11 @@ class Agent::Telemetry : public AdapterObserver {
 
   void CountReload(bool ok) { (ok ? reload_success_ : reload_failure_).Increment(); }
 
+  void SetMetricWindowLength(absl::Duration length) {
+    window_->SetLength(length);
+    experiment_windows_->cutter().SetDefaultLength(length);
+  }
+
   void CountMetricWindow(std::string_view result) {
     if (result == "sent") windows_sent_.Increment();
     if (result == "dropped") windows_dropped_.Increment();
@@ -483,6 +488,10 @@ uint64_t Agent::completed_metric_windows() const {
 void Agent::SetMetricWindowSink(ExperimentWindowSink sink) {
   absl::MutexLock lock(&mu_);
   window_sink_ = std::move(sink);
+}
+
+void Agent::SetMetricWindowLength(absl::Duration length) {
+  if (telemetry_) telemetry_->SetMetricWindowLength(length);
 }
 
 void Agent::CountMetricWindow(std::string_view result) {

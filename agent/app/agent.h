@@ -139,6 +139,10 @@ class Agent {
   /// with the agent's lock held (it must only queue). Without a sink they are discarded; after
   /// SetMetricWindowSink(nullptr) returns the old sink is never called again. Any thread.
   void SetMetricWindowSink(ExperimentWindowSink sink);
+  /// Adopts the server's metric window length (ServerConfig.metric_window_length) for the
+  /// metric windows and for experiment assignments without their own; non-positive lengths
+  /// are ignored. Any thread.
+  void SetMetricWindowLength(absl::Duration length);
   /// Counts one experiment window in rxfleet_agent_metric_windows_total{result} ("sent",
   /// "dropped"; other words are ignored). Any thread.
   void CountMetricWindow(std::string_view result);

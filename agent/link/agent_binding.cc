@@ -4,6 +4,7 @@
 
 #include "agent/experiments/metric_window_proto.h"
 #include "agent/status/adapter_proto.h"
+#include "common/proto/time.h"
 #include "rxfleet/version.h"
 
 namespace rxfleet::agent {
@@ -58,6 +59,11 @@ absl::StatusOr<std::unique_ptr<AgentLinkBinding>> AgentLinkBinding::Create(
   options.log = std::move(log);
   options.on_status = [agent](const v1::ServerLinkStatus& status) {
     agent->SetServerLinkStatus(status);
+  };
+  options.on_config = [agent](const v1::ServerConfig& config) {
+    if (config.has_metric_window_length()) {
+      agent->SetMetricWindowLength(common::DurationFromProto(config.metric_window_length()));
+    }
   };
   options.on_metric_window = [agent](std::string_view result) { agent->CountMetricWindow(result); };
   absl::StatusOr<std::unique_ptr<ServerLink>> link =

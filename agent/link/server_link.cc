@@ -246,6 +246,7 @@ grpc::Status ServerLink::RunStream() {
           ++streams_opened_;
         }
       }
+      if (options_.on_config) options_.on_config(message.config());
       if (!configured) {
         configured = true;
         backoff_.Reset();

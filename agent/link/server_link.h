@@ -82,6 +82,9 @@ struct ServerLinkOptions {
   LogSink log;
   /// Called after every change of the link status (from the link's thread or Start()).
   std::function<void(const v1::ServerLinkStatus&)> on_status;
+  /// Called with every ServerConfig the server sends (from the link's thread), e.g. to adopt
+  /// its metric_window_length. Must not block.
+  std::function<void(const v1::ServerConfig&)> on_config;
   /// Most finished metric windows kept while they cannot be sent; >= 1. The oldest is dropped
   /// when a new one arrives at a full queue.
   size_t max_queued_windows = 1000;

@@ -40,6 +40,8 @@ class FakeAgentService final : public v1::AgentService::Service {
     }
     v1::ServerMessage config;
     config.mutable_config()->set_server_version("fake");
+    *config.mutable_config()->mutable_metric_window_length() =
+        common::DurationToProto(absl::Seconds(7));
     *config.mutable_config()->mutable_report_interval() =
         common::DurationToProto(absl::Seconds(60));
     stream->Write(config);
@@ -177,6 +179,10 @@ class MetricWindowLinkTest : public ::testing::Test {
     options.hello.set_host_id("lab-host");
     options.backoff = {absl::Milliseconds(20), absl::Milliseconds(100), 2.0};
     options.max_queued_windows = max_queued;
+    options.on_config = [this](const v1::ServerConfig& config) {
+      absl::MutexLock lock(&count_mu_);
+      config_window_ = common::DurationFromProto(config.metric_window_length());
+    };
     options.on_metric_window = [this](std::string_view result) {
       absl::MutexLock lock(&count_mu_);
       ++counted_[std::string(result)];
@@ -230,6 +236,7 @@ class MetricWindowLinkTest : public ::testing::Test {
   const absl::Time wall_start_ = absl::Now();
   absl::Mutex count_mu_;
   std::map<std::string, int> counted_ ABSL_GUARDED_BY(count_mu_);
+  absl::Duration config_window_ ABSL_GUARDED_BY(count_mu_);
 };
 
 TEST_F(MetricWindowLinkTest, WindowsArriveTaggedAndBurnInOnesInvalid) {
@@ -237,6 +244,10 @@ TEST_F(MetricWindowLinkTest, WindowsArriveTaggedAndBurnInOnesInvalid) {
   StartLink(1000);
   ASSERT_TRUE(sink_.WaitForApplied(11));
   ASSERT_TRUE(service_.WaitForAck(11));
+  {
+    absl::MutexLock lock(&count_mu_);
+    EXPECT_EQ(config_window_, absl::Seconds(7));  // ServerConfig reaches the agent
+  }
 
   for (int second = 0; second <= 6; ++second) Tick(second);  // windows [0,2) [2,4) [4,6)
   ASSERT_TRUE(service_.WaitForWindows(6));
