@@ -59,14 +59,17 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                          " fails validation and will be NACKed by agents: ", reason,
                                          " (fix it with ApplyPolicy or delete it)"));
   }
-  RegistryOptions registry_options;
-  registry_options.stale_after = options.stale_after;
-  s.registry_ = std::make_unique<Registry>(registry_options, std::move(state->hosts));
   EventLogOptions event_options;
   event_options.max_events = options.max_events;
   event_options.max_age = options.event_max_age;
   s.events_ = std::make_unique<EventLog>(event_options, std::move(state->events),
                                          state->last_event_version);
+  RegistryOptions registry_options;
+  registry_options.stale_after = options.stale_after;
+  registry_options.on_adapter_event = [events = s.events_.get()](v1::Event event, absl::Time now) {
+    events->Record(std::move(event), now);
+  };
+  s.registry_ = std::make_unique<Registry>(registry_options, std::move(state->hosts));
 
   if (options.experiment_retention <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("experiment-retention must be positive");

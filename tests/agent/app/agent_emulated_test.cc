@@ -231,7 +231,7 @@ TEST_F(AgentEmulatedTest, OtherVendorsAndStorageModeAreReportedButNeverTouched) 
 
   const nlohmann::json report = nlohmann::json::parse(r.stdout_text);
   const nlohmann::json mediatek = Adapter(report, "port-2-2");
-  EXPECT_EQ(mediatek.at("state"), "other_vendor");
+  EXPECT_EQ(mediatek.at("state"), "ignored_other_vendor");
   EXPECT_EQ(mediatek.at("vid"), "0e8d");
   EXPECT_EQ(mediatek.at("chip"), nullptr);
   ASSERT_EQ(mediatek.at("diagnoses").size(), 1u);
