@@ -72,7 +72,8 @@ void RejectUnknownResourceTypes(CLI::App& verb, std::string_view valid_types) {
   const std::string valid(valid_types);
   verb.add_option("TYPE", *words, absl::StrCat("Resource type: ", valid))
       ->expected(0, CLI::detail::expected_max_vector_size)
-      ->allow_extra_args();
+      ->allow_extra_args()
+      ->group("");  // the subcommand list already names the types
   verb.callback([&verb, words, valid] {
     if (verb.get_subcommands().empty()) {
       if (words->empty()) {

@@ -29,23 +29,28 @@ struct KindInfo {
   const char* name;   // subcommand (plural)
   const char* alias;  // singular
   const char* name_help;
+  const char* description;
   const char* example;
 };
 
 constexpr KindInfo kKinds[] = {
     {ResourceKind::kHost, "hosts", "host", "Host name (omit to list)",
+     "List hosts (connection, agent, bundle ACKs) or show one",
      "  rxfleetctl get hosts\n  rxfleetctl get hosts -l board=pi1 -o wide\n"
      "  rxfleetctl get host pi1 -o yaml"},
     {ResourceKind::kAdapter, "adapters", "adapter",
      "HOST/ADAPTER, e.g. pi1/port-2-2 (omit to list)",
+     "List adapters (chip, USB speed, hold desired/observed, state) or show one",
      "  rxfleetctl get adapters\n"
      "  rxfleetctl get adapters -l board=pi1 --field-selector usb_speed=super,chip=rtl8922au\n"
      "  rxfleetctl get adapter pi1/port-2-2 -o json"},
     {ResourceKind::kPolicy, "policies", "policy", "Policy name (omit to list)",
+     "List RX aggregation policies or show one",
      "  rxfleetctl get policies\n  rxfleetctl get policy usb3-short -o yaml"},
     {ResourceKind::kExperiment, "experiments", "experiment", "Experiment name (omit to list)",
+     "List experiments (phase, arms, progress) or show one",
      "  rxfleetctl get experiments -o wide\n  rxfleetctl get experiment hold-ab -o yaml"},
-    {ResourceKind::kEvent, "events", "event", "",
+    {ResourceKind::kEvent, "events", "event", "", "List recent fleet events (newest 500)",
      "  rxfleetctl get events\n  rxfleetctl get events --host pi1 --type warning\n"
      "  rxfleetctl get events --kind adapter --name port-2-2 -o json"},
 };
@@ -291,7 +296,7 @@ void AddGetCommand(CLI::App& root, SelectedCommand* selected) {
   for (const KindInfo& info : kKinds) {
     auto options = std::make_shared<GetOptions>();
     options->kind = info.kind;
-    CLI::App* sub = get->add_subcommand(info.name, std::string("Get ") + info.name);
+    CLI::App* sub = get->add_subcommand(info.name, info.description);
     sub->alias(info.alias);
     sub->footer(std::string("Examples:\n") + info.example);
     if (info.kind != ResourceKind::kEvent) {
