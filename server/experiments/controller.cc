@@ -746,7 +746,18 @@ void ExperimentController::UpdateGauges() {
     gauge.Set(1);
     info_gauges_[key] = &gauge;
   }
+  // Stopped arms are exported while the experiment runs (an alert fires on them); an ended
+  // experiment's series go away.
   for (const auto& [name, entry] : entries_) {
+    if (!Running(entry)) {
+      const std::string prefix = absl::StrCat(name, "\n");
+      for (auto it = stopped_gauges_.lower_bound(prefix);
+           it != stopped_gauges_.end() && it->first.starts_with(prefix);) {
+        deps_.metrics->experiment_arm_stopped->Remove(it->second);
+        it = stopped_gauges_.erase(it);
+      }
+      continue;
+    }
     for (const experiments::StoppedArm& s : entry.stopped) {
       const std::string segment = SegmentLabel(entry.experiment, s.segment);
       const std::string key = absl::StrCat(name, "\n", s.arm, "\n", segment);

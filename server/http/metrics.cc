@@ -70,7 +70,9 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
   experiment_arm_stopped =
       &prometheus::BuildGauge()
            .Name("rxfleet_server_experiment_arm_stopped")
-           .Help("1 for every arm stopped in a segment (\"*\" = every segment).")
+           .Help(
+               "1 for every arm of a running experiment stopped in a segment (\"*\" = every "
+               "segment).")
            .Register(reg);
   store_write_failures = MakeCounter(reg, "rxfleet_server_store_write_failures_total",
                                      "Failed database writes (API writes and registry flushes).");

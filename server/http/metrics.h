@@ -44,8 +44,8 @@ struct ServerMetrics {
   prometheus::Counter* metric_windows_rejected;  ///< metric_windows_total{result="rejected"}
   /// rxfleet_server_experiment_info{experiment, phase} = 1 per known experiment.
   prometheus::Family<prometheus::Gauge>* experiment_info;
-  /// rxfleet_server_experiment_arm_stopped{experiment, arm, segment} = 1 per stopped arm;
-  /// segment is "k=v,k=v" or "*" for every segment.
+  /// rxfleet_server_experiment_arm_stopped{experiment, arm, segment} = 1 per stopped arm of a
+  /// running experiment; segment is "k=v,k=v" or "*" for every segment.
   prometheus::Family<prometheus::Gauge>* experiment_arm_stopped;
 
   // Persistence.

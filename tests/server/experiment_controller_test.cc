@@ -318,6 +318,14 @@ TEST_F(ExperimentControllerTest, GuardrailStopsTheArmInItsSegmentOnly) {
   (*request.mutable_segment())["site"] = "lab";
   EXPECT_EQ(controller_->GetExperimentReport(request).status().code(),
             absl::StatusCode::kInvalidArgument);
+
+  // Once the experiment ends, its stopped arms are no longer exported (no alert on them).
+  v1::StopExperimentRequest stop;
+  stop.set_name(kName);
+  ASSERT_TRUE(controller_->StopExperiment(stop).ok());
+  EXPECT_THAT(Exposition(),
+              ::testing::Not(::testing::HasSubstr("rxfleet_server_experiment_arm_stopped{")));
+  EXPECT_EQ(Get().status().stopped_arms_size(), 1);  // still in the status
 }
 
 TEST_F(ExperimentControllerTest, StopEndsAssignmentsAndLateWindowsAreRefused) {
