@@ -748,16 +748,18 @@ void ExperimentController::UpdateGauges() {
   }
   // Stopped arms are exported while the experiment runs (an alert fires on them); an ended
   // experiment's series go away.
-  for (const auto& [name, entry] : entries_) {
-    if (!Running(entry)) {
-      const std::string prefix = absl::StrCat(name, "\n");
-      for (auto it = stopped_gauges_.lower_bound(prefix);
-           it != stopped_gauges_.end() && it->first.starts_with(prefix);) {
-        deps_.metrics->experiment_arm_stopped->Remove(it->second);
-        it = stopped_gauges_.erase(it);
-      }
+  for (auto it = stopped_gauges_.begin(); it != stopped_gauges_.end();) {
+    const std::string name = it->first.substr(0, it->first.find('\n'));
+    const auto entry = entries_.find(name);
+    if (entry != entries_.end() && Running(entry->second)) {
+      ++it;
       continue;
     }
+    deps_.metrics->experiment_arm_stopped->Remove(it->second);
+    it = stopped_gauges_.erase(it);
+  }
+  for (const auto& [name, entry] : entries_) {
+    if (!Running(entry)) continue;
     for (const experiments::StoppedArm& s : entry.stopped) {
       const std::string segment = SegmentLabel(entry.experiment, s.segment);
       const std::string key = absl::StrCat(name, "\n", s.arm, "\n", segment);
