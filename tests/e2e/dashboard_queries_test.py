@@ -8,8 +8,6 @@ the multi-value ones (All), the first experiment and its first arm for experimen
 macros $__rate_interval / $__interval become 10s (the demo scrapes every second).
 
 Exceptions (the query must still be accepted by Prometheus, but may be empty), kept short:
-  - series that exist only while an experiment runs (rxfleet_adapter_experiment_info,
-    rxfleet_server_experiment_*), when the demo could not start one;
   - rxfleet_adapter_failures_total: exists only after a failed reconcile, which the demo's
     healthy labs never have (tests/agent/telemetry forces one with a stalled transfer);
   - rxfleet_server_experiment_arm_stopped: exists only once a guardrail stopped an arm (the
@@ -61,7 +59,10 @@ def main():
     src = sys.argv[1]
     prom = os.environ["RXFLEET_DEMO_PROMETHEUS_URL"]
     experiments = get(prom, "/api/v1/label/experiment/values", {})
-    experiment_running = bool(experiments)
+    if not experiments:
+        print("FAIL: no experiment series in Prometheus; the demo runs one before this check")
+        return 1
+    experiment_running = True
     experiment = experiments[0] if experiments else "none"
     arms = get(prom, "/api/v1/label/arm/values",
                {"match[]": f'rxfleet_adapter_experiment_info{{experiment="{experiment}"}}'})
