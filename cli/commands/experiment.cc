@@ -18,7 +18,7 @@
 #include "cli/output/table.h"
 #include "common/experiment/experiment.h"
 #include "common/string_view_compat.h"
-#include "server/experiments/convert.h"
+#include "common/proto/experiment.h"
 
 namespace rxfleet::cli {
 namespace {

@@ -1,14 +1,10 @@
 #pragma once
 
-// Conversions between the experiment value types and the v1 API (proto/rxfleet/v1):
-// experiments, assignments, stopped arms, metric windows and reports.
+// Conversions between the server's experiment value types and the v1 API (proto/rxfleet/v1):
+// assignments, stopped arms, metric windows and reports. The experiment document itself
+// converts in common/proto/experiment.h (included here), which rxfleetctl shares.
 //
 // Mapping notes:
-//  - Guardrail ops are the condition to keep; the API's comparator is the direction that
-//    trips: "<=" <-> COMPARATOR_GREATER_THAN, ">=" <-> COMPARATOR_LESS_THAN.
-//  - minAdaptersPerArm, minWindowsPerArm and a guardrail's minAdapters/minWindows map to the
-//    spec fields of the same name; 0 in the API means the default. relative_to_control
-//    guardrails are not supported (InvalidArgument).
 //  - ReportToProto: a summary without an interval (fewer than 2 adapters) has ci95_low and
 //    ci95_high NaN; comparisons without an estimate are left out (a `not_enough_data` note
 //    says why); relative_diff is 0 when the control mean is 0; `text` is RenderReportText.
@@ -20,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/experiment/experiment.h"
+#include "common/proto/experiment.h"
 #include "rxfleet/v1/agent_service.pb.h"
 #include "rxfleet/v1/experiment.pb.h"
 #include "server/experiments/aggregate.h"
@@ -27,21 +24,6 @@
 #include "server/experiments/report.h"
 
 namespace rxfleet::experiments {
-
-/// Experiment -> v1::ExperimentSpec (see the mapping notes).
-v1::ExperimentSpec ExperimentSpecToProto(const Experiment& experiment);
-
-/// Experiment -> v1::Experiment: metadata name, labels, resource_version and the spec; status
-/// is left empty (the server owns it).
-v1::Experiment ExperimentToProto(const Experiment& experiment);
-
-/// v1::Experiment -> validated Experiment. An empty control_arm means the first arm; an unset
-/// window_length means 60 s. `source` becomes Experiment::source. Errors: InvalidArgument
-/// starting with "experiment 'NAME': " for an unspecified design or comparator, unknown
-/// metric names, relative_to_control guardrails, bad selectors and every ValidateExperiment
-/// failure.
-absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& experiment,
-                                               std::string_view source);
 
 /// The v1::ExperimentAssignment of an adapter for a bundle: the arm in effect with its
 /// settings, the experiment's priority, period_index, period_start_time, period_end_time,

@@ -24,7 +24,7 @@
 #include "common/experiment/experiment.h"
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
-#include "server/experiments/convert.h"
+#include "common/proto/experiment.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 
