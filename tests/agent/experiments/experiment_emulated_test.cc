@@ -227,11 +227,13 @@ class ExperimentEmulatedTest : public ::testing::Test {
     StartAgent(lab.lab);
     const std::set<std::string> first(lab.adapters.begin(), lab.adapters.begin() + 2);
     const std::set<std::string> second(lab.adapters.begin() + 2, lab.adapters.end());
-    service_.Push(ExperimentBundle(1, 0, lab.adapters, first));
+    bundles_[1] = ExperimentBundle(1, 0, lab.adapters, first);
+    service_.Push(bundles_[1]);
     ASSERT_TRUE(service_.WaitForAck(1, absl::Seconds(60))) << agent_->Text(Stream::kStderr);
     ASSERT_TRUE(service_.WaitForValid(1, lab.adapters, 2, absl::Seconds(60)))
         << agent_->Text(Stream::kStderr);
-    service_.Push(ExperimentBundle(2, 1, lab.adapters, second));
+    bundles_[2] = ExperimentBundle(2, 1, lab.adapters, second);
+    service_.Push(bundles_[2]);
     ASSERT_TRUE(service_.WaitForAck(2, absl::Seconds(60))) << agent_->Text(Stream::kStderr);
     ASSERT_TRUE(service_.WaitForValid(2, lab.adapters, 2, absl::Seconds(60)))
         << agent_->Text(Stream::kStderr);
@@ -264,6 +266,12 @@ class ExperimentEmulatedTest : public ::testing::Test {
           EXPECT_EQ(w.arm(), is_short ? "short" : "long");
           EXPECT_EQ(w.period_index(), version - 1);
           EXPECT_EQ(w.observed_settings().hold_us(), is_short ? kShortHold : kLongHold);
+          // Windows start on their edges: period start + k * 2 s (the agent ticks there).
+          const absl::Duration offset =
+              common::TimeFromProto(w.window_start_time()) -
+              common::TimeFromProto(bundles_[version].assignments(0).period_start_time());
+          const absl::Duration off_edge = offset % absl::Seconds(2);
+          EXPECT_TRUE(off_edge < absl::Milliseconds(200)) << absl::FormatDuration(offset);
           check(w, is_short);
           Summary& summary = by_arm[is_short ? "short" : "long"];
           ++summary.windows;
@@ -285,6 +293,7 @@ class ExperimentEmulatedTest : public ::testing::Test {
   int port_ = 0;
   TempDir dir_{"rxfleet-experiment-emulated"};
   std::unique_ptr<ChildProcess> agent_;
+  std::map<uint64_t, v1::PolicyBundle> bundles_;  // by version
 };
 
 TEST_F(ExperimentEmulatedTest, X86Usb3ReceiveRateFollowsTheArm) {
