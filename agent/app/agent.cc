@@ -178,6 +178,10 @@ class Agent::Telemetry : public AdapterObserver {
 
   void CountReload(bool ok) { (ok ? reload_success_ : reload_failure_).Increment(); }
 
+  std::optional<absl::Time> NextExperimentEdge() const {
+    return experiment_windows_->cutter().NextEdge();
+  }
+
   void SetMetricWindowLength(absl::Duration length) {
     window_->SetLength(length);
     experiment_windows_->cutter().SetDefaultLength(length);
@@ -683,6 +687,7 @@ absl::Status Agent::Run() {
   sd_notify(0, absl::StrCat("READY=1\nSTATUS=", service_status).c_str());
 
   std::optional<absl::Time> expiry;  // wall clock: an experiment period ends
+  std::optional<absl::Time> edge;    // wall clock: an experiment window ends
   while (true) {
     bool reload = false;
     {
@@ -709,6 +714,8 @@ absl::Status Agent::Run() {
     if (expiry && absl::Now() >= *expiry) {
       telemetry_->CutExperimentWindows(std::nullopt);  // the period's last window ends here
       manager_->RequeueAll();
+    } else if (edge && absl::Now() >= *edge) {
+      telemetry_->CutExperimentWindows(std::nullopt);  // close windows on their edge
     }
     manager_->ProcessEvents();
     if (manager_->TakeRescanRequest() || now >= next_rescan) {
@@ -726,6 +733,8 @@ absl::Status Agent::Run() {
     const absl::Time wall = absl::Now();
     expiry = manager_->policies()->NextExpiry(wall);
     if (expiry) deadline = std::min(deadline, MonotonicNow() + (*expiry - wall));
+    edge = telemetry_->NextExperimentEdge();
+    if (edge) deadline = std::min(deadline, MonotonicNow() + (*edge - wall));
     if (watchdog) deadline = std::min(deadline, next_watchdog);
     if (std::string status_text = ServiceStatus(manager_->Snapshots());
         status_text != service_status) {

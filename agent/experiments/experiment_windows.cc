@@ -1,7 +1,7 @@
 #include "agent/experiments/experiment_windows.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +14,9 @@ uint64_t Delta(uint64_t before, uint64_t after) { return after > before ? after 
 // Window index of `wall` in a period starting at `start` with windows of `length` (floor, so
 // times before the start get negative indexes).
 int64_t WindowIndex(absl::Time start, absl::Duration length, absl::Time wall) {
-  return static_cast<int64_t>(std::floor(absl::FDivDuration(wall - start, length)));
+  absl::Duration remainder;
+  const int64_t index = absl::IDivDuration(wall - start, length, &remainder);  // toward zero
+  return remainder < absl::ZeroDuration() ? index - 1 : index;
 }
 
 bool SameAssignment(const ExperimentAssignment& a, const ExperimentAssignment& b) {
@@ -77,6 +79,17 @@ std::vector<std::pair<std::string, std::string>> ExperimentWindowCutter::OpenWin
   std::vector<Key> keys;
   for (const auto& [key, open] : open_) keys.push_back(key);
   return keys;
+}
+
+std::optional<absl::Time> ExperimentWindowCutter::NextEdge() const {
+  absl::MutexLock lock(&mu_);
+  std::optional<absl::Time> next;
+  for (const auto& [key, open] : open_) {
+    absl::Time edge = open.period_start + open.length * (open.index + 1);
+    if (open.assignment.period_end.has_value()) edge = std::min(edge, *open.assignment.period_end);
+    if (!next.has_value() || edge < *next) next = edge;
+  }
+  return next;
 }
 
 void ExperimentWindowCutter::Invalidate(Open& open, std::string_view reason) {

@@ -101,7 +101,7 @@ struct ExperimentWindowOptions {
 ///  - window k of a period covers wall time [start + k*L, start + (k+1)*L), start =
 ///    period_start (or the time the assignment was first seen when the server sent none),
 ///    L = window_length (or options.default_length); a window closes on the first tick at or
-///    after its end, so with 1 s ticks edges are up to 1 s late;
+///    after its end (the agent ticks at NextEdge(), so that is on the edge);
 ///  - the open window closes early at the tick that sees the assignment change (arm, period,
 ///    generation, settings or bundle version), disappear, or pass its period_end;
 ///  - a window is invalid with the first of: `burn_in` (opened before start + burn_in),
@@ -126,6 +126,11 @@ class ExperimentWindowCutter {
   /// Advances to `tick`: closes due windows (returned in adapter, experiment order) and opens
   /// the next ones. Ticks must have non-decreasing `now`.
   std::vector<ExperimentWindow> Tick(const ExperimentTick& tick);
+
+  /// The earliest wall-clock time an open window ends (its nominal end or its period end),
+  /// if any window is open: ticking then closes windows on their edge rather than up to one
+  /// sampler interval later.
+  std::optional<absl::Time> NextEdge() const;
 
   /// (adapter id, experiment) of every open window.
   std::vector<std::pair<std::string, std::string>> OpenWindows() const;

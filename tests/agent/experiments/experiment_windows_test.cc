@@ -144,6 +144,28 @@ TEST(ExperimentWindowsTest, WindowsAlignToThePeriodStartAndAreTagged) {
   EXPECT_TRUE(second.valid);
 }
 
+TEST(ExperimentWindowsTest, TickingAtTheNextEdgeClosesTheWindowOnIt) {
+  Host host;
+  ExperimentWindowCutter cutter;
+  EXPECT_FALSE(cutter.NextEdge().has_value());
+  const absl::Time period_start = host.wall() - absl::Milliseconds(2500);
+  ExperimentAssignment a = Assignment("short", kHoldA, period_start, absl::Seconds(2));
+  a.period_end = period_start + absl::Seconds(5);
+  cutter.SetAssignments(1, {a}, host.steady());
+  ASSERT_TRUE(cutter.Tick(host.Tick()).empty());
+  ASSERT_EQ(cutter.NextEdge(), period_start + absl::Seconds(4));
+  host.Advance(absl::Milliseconds(1500));  // exactly on the edge
+  std::vector<ExperimentWindow> windows = cutter.Tick(host.Tick());
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_DOUBLE_EQ(windows[0].window.duration_seconds, 1.5);
+  EXPECT_EQ(cutter.NextEdge(), period_start + absl::Seconds(5));  // the period ends first
+  host.Advance(absl::Seconds(1));
+  windows = cutter.Tick(host.Tick());
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].window.start_time, period_start + absl::Seconds(4));
+  EXPECT_FALSE(cutter.NextEdge().has_value());
+}
+
 TEST(ExperimentWindowsTest, WindowsBeforeTheEndOfBurnInAreInvalid) {
   Host host;
   ExperimentWindowCutter cutter;
