@@ -275,25 +275,23 @@ class ExperimentReader : public common::DocumentReader {
  public:
   using DocumentReader::DocumentReader;
 
-  // Reads one document. `positions` receives the node of every field path read, so rules
-  // checked afterwards can point at the offending value.
+  // Reads one document. Every field path read is recorded (NodeFor), so rules checked
+  // afterwards can point at the offending value.
   absl::StatusOr<Experiment> ReadDocument(const YAML::Node& doc) {
-    StartDocument(doc);
-    if (absl::Status s = CheckIdentity(doc, kExperimentApiVersion, kExperimentKind); !s.ok()) {
-      return s;
-    }
     FieldMap f;
-    if (absl::Status s = ReadMap(doc, "document", {"apiVersion", "kind", "metadata", "spec"}, &f);
-        !s.ok()) {
+    if (absl::Status s = ReadTopLevel(doc, kExperimentApiVersion, kExperimentKind, &f); !s.ok()) {
       return s;
     }
-    if (absl::Status s =
-            RequireFields(doc, "document", {"apiVersion", "kind", "metadata", "spec"}, f);
+    common::DocumentMetadata metadata;
+    if (absl::Status s = ReadMetadata(f["metadata"].second, /*check_name=*/nullptr,
+                                      /*validate_labels=*/false, &metadata);
         !s.ok()) {
       return s;
     }
     Experiment e;
-    if (absl::Status s = ReadMetadata(f["metadata"].second, &e); !s.ok()) return s;
+    e.name = std::move(metadata.name);
+    e.labels = std::move(metadata.labels);
+    e.resource_version = std::move(metadata.resource_version);
     if (absl::Status s = ReadSpec(f["spec"].second, &e); !s.ok()) return s;
     if (CheckResult problem = CheckExperiment(e)) {
       return Error(NodeFor(problem->field), problem->field, problem->message);
@@ -315,31 +313,6 @@ class ExperimentReader : public common::DocumentReader {
       return Error(node, path, absl::StrCat("duration ", node.Scalar(), " must not be negative"));
     }
     return d;
-  }
-
-  absl::Status ReadMetadata(const YAML::Node& node, Experiment* e) {
-    FieldMap f;
-    if (absl::Status s = ReadMap(node, "metadata", {"name", "labels", "resourceVersion"}, &f);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = RequireFields(node, "metadata", {"name"}, f); !s.ok()) return s;
-    absl::StatusOr<std::string> text = ReadString(f["name"].second, "metadata.name");
-    if (!text.ok()) return text.status();
-    e->name = *std::move(text);
-    if (auto it = f.find("labels"); it != f.end()) {
-      absl::StatusOr<std::map<std::string, std::string>> labels =
-          ReadLabels(it->second.second, "metadata.labels", /*validate=*/false);
-      if (!labels.ok()) return labels.status();
-      e->labels = *std::move(labels);
-    }
-    if (auto it = f.find("resourceVersion"); it != f.end()) {
-      absl::StatusOr<std::string> version =
-          ReadString(it->second.second, "metadata.resourceVersion");
-      if (!version.ok()) return version.status();
-      e->resource_version = *std::move(version);
-    }
-    return absl::OkStatus();
   }
 
   absl::Status ReadArms(const YAML::Node& node, Experiment* e) {
@@ -613,46 +586,12 @@ uint32_t Experiment::MinWindows(const Guardrail& guardrail) const {
 
 absl::StatusOr<std::vector<Experiment>> ParseExperimentDocuments(std::string_view std_text,
                                                                  std::string_view std_source) {
-  const absl::string_view text = ToAbslView(std_text);
-  const absl::string_view source = ToAbslView(std_source);
-  if (text.size() > kMaxExperimentInputBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ", text.size(), " bytes exceeds the 1 MiB experiment input limit"));
-  }
-  ExperimentReader reader(source);
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(reader.Where(e.mark), ": malformed YAML: ", e.msg));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": malformed YAML: ", e.what()));
-  }
-  if (docs.size() > kMaxExperimentDocuments) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ", docs.size(), " documents exceed the limit of 100"));
-  }
-  std::vector<Experiment> experiments;
-  std::map<std::string, std::string> first_seen;  // name -> source
-  try {
-    for (const YAML::Node& doc : docs) {
-      if (doc.IsNull()) continue;
-      absl::StatusOr<Experiment> experiment = reader.ReadDocument(doc);
-      if (!experiment.ok()) return experiment.status();
-      auto [it, inserted] = first_seen.emplace(experiment->name, experiment->source);
-      if (!inserted) {
-        return reader.Error(reader.NodeFor("metadata.name"), "metadata.name",
-                            absl::StrCat("duplicate experiment name '", experiment->name,
-                                         "' (first defined at ", it->second, ")"));
-      }
-      experiments.push_back(*std::move(experiment));
-    }
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(reader.Where(e.mark), ": invalid experiment document: ", e.msg));
-  }
-  return experiments;
+  ExperimentReader reader(ToAbslView(std_source));
+  absl::StatusOr<std::vector<YAML::Node>> docs = reader.LoadDocuments(
+      ToAbslView(std_text), "experiment", kMaxExperimentInputBytes, kMaxExperimentDocuments);
+  if (!docs.ok()) return docs.status();
+  return reader.ReadNamedDocuments<Experiment>(
+      *docs, "experiment", [&](const YAML::Node& doc) { return reader.ReadDocument(doc); });
 }
 
 absl::StatusOr<Experiment> ParseExperiment(std::string_view text, std::string_view source) {

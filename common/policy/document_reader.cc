@@ -225,6 +225,72 @@ YAML::Node DocumentReader::NodeFor(std::string field) const {
   return YAML::Node();
 }
 
+absl::StatusOr<std::vector<YAML::Node>> DocumentReader::LoadDocuments(absl::string_view text,
+                                                                      absl::string_view what,
+                                                                      size_t max_bytes,
+                                                                      size_t max_documents) const {
+  if (text.size() > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_, ": ", text.size(), " bytes exceeds the 1 MiB ", what, " input limit"));
+  }
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(e.mark), ": malformed YAML: ", e.msg));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": malformed YAML: ", e.what()));
+  }
+  if (docs.size() > max_documents) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ": ", docs.size(), " documents exceed the limit of ", max_documents));
+  }
+  return docs;
+}
+
+absl::Status DocumentReader::ReadTopLevel(const YAML::Node& doc, std::string_view api_version,
+                                          std::string_view kind, FieldMap* fields) {
+  StartDocument(doc);
+  if (absl::Status s = CheckIdentity(doc, api_version, kind); !s.ok()) return s;
+  if (absl::Status s = ReadMap(doc, "document", {"apiVersion", "kind", "metadata", "spec"}, fields);
+      !s.ok()) {
+    return s;
+  }
+  return RequireFields(doc, "document", {"apiVersion", "kind", "metadata", "spec"}, *fields);
+}
+
+absl::Status DocumentReader::ReadMetadata(const YAML::Node& node,
+                                          absl::Status (*check_name)(std::string_view),
+                                          bool validate_labels, DocumentMetadata* metadata) {
+  FieldMap f;
+  if (absl::Status s = ReadMap(node, "metadata", {"name", "labels", "resourceVersion"}, &f);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RequireFields(node, "metadata", {"name"}, f); !s.ok()) return s;
+  const YAML::Node& name_node = f["name"].second;
+  absl::StatusOr<std::string> name = ReadString(name_node, "metadata.name");
+  if (!name.ok()) return name.status();
+  if (check_name != nullptr) {
+    if (absl::Status s = check_name(*name); !s.ok()) {
+      return Error(name_node, "metadata.name", s.message());
+    }
+  }
+  metadata->name = *std::move(name);
+  if (auto it = f.find("labels"); it != f.end()) {
+    absl::StatusOr<std::map<std::string, std::string>> labels =
+        ReadLabels(it->second.second, "metadata.labels", validate_labels);
+    if (!labels.ok()) return labels.status();
+    metadata->labels = *std::move(labels);
+  }
+  if (auto it = f.find("resourceVersion"); it != f.end()) {
+    absl::StatusOr<std::string> version = ReadString(it->second.second, "metadata.resourceVersion");
+    if (!version.ok()) return version.status();
+    metadata->resource_version = *std::move(version);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DocumentReader::CheckIdentity(const YAML::Node& doc, std::string_view api_version,
                                            std::string_view kind) const {
   if (!doc.IsMap()) return absl::OkStatus();  // ReadMap reports the shape.

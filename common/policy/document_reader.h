@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/chips/rx_agg.h"
 #include "common/policy/policy.h"
@@ -99,6 +101,13 @@ struct SettingsReadOptions {
   bool check_buffer_range = true;
 };
 
+/// The `metadata` block every document kind has.
+struct DocumentMetadata {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::string resource_version;  ///< opaque, set by the server; empty when absent
+};
+
 /// Strict reader of one YAML source. Every error is InvalidArgument and reads
 /// "<source>:<line>:<column>: <path>: <message>" (1-based line and column; "<source>" alone
 /// when the node has no position), where <path> is the field path such as
@@ -136,6 +145,59 @@ class DocumentReader {
   /// The node recorded for `field` or its closest recorded parent ("a.b[1]" -> "a.b" -> "a"),
   /// else the document.
   YAML::Node NodeFor(std::string field) const;
+
+  /// Splits `text` into YAML documents (empty ones included). InvalidArgument:
+  ///  - "<source>: <n> bytes exceeds the 1 MiB <what> input limit" when `text` is over
+  ///    `max_bytes` (callers pass 1 MiB);
+  ///  - "<source>:<line>:<column>: malformed YAML: <parser message>";
+  ///  - "<source>: <n> documents exceed the limit of <max_documents>".
+  /// `what` names the kind in messages ("policy", "experiment").
+  absl::StatusOr<std::vector<YAML::Node>> LoadDocuments(absl::string_view text,
+                                                        absl::string_view what, size_t max_bytes,
+                                                        size_t max_documents) const;
+
+  /// Reads every non-null document of `docs` with `read_one` (YAML::Node ->
+  /// absl::StatusOr<Document>; Document has `name` and `source`), in order, stopping at the
+  /// first error. Two documents with the same name are "duplicate <what> name 'x' (first
+  /// defined at <source>)" at the second's metadata.name; a yaml-cpp exception becomes
+  /// "<where>: invalid <what> document: <message>".
+  template <typename Document, typename ReadOne>
+  absl::StatusOr<std::vector<Document>> ReadNamedDocuments(const std::vector<YAML::Node>& docs,
+                                                           absl::string_view what,
+                                                           ReadOne read_one) {
+    std::vector<Document> out;
+    std::map<std::string, std::string> first_seen;  // name -> source
+    try {
+      for (const YAML::Node& doc : docs) {
+        if (doc.IsNull()) continue;
+        absl::StatusOr<Document> document = read_one(doc);
+        if (!document.ok()) return document.status();
+        auto [it, inserted] = first_seen.emplace(document->name, document->source);
+        if (!inserted) {
+          return Error(NodeFor("metadata.name"), "metadata.name",
+                       absl::StrCat("duplicate ", what, " name '", document->name,
+                                    "' (first defined at ", it->second, ")"));
+        }
+        out.push_back(*std::move(document));
+      }
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(e.mark), ": invalid ", what, " document: ", e.msg));
+    }
+    return out;
+  }
+
+  /// Starts a document (StartDocument), checks its identity (CheckIdentity), and reads its top
+  /// level: a map of exactly apiVersion, kind, metadata and spec, all required (path
+  /// "document").
+  absl::Status ReadTopLevel(const YAML::Node& doc, std::string_view api_version,
+                            std::string_view kind, FieldMap* fields);
+
+  /// Reads `metadata`: name (required string), labels (ReadLabels with `validate_labels`),
+  /// resourceVersion (string). `check_name`, when not null, is applied to the name as soon as
+  /// it is read; its message is reported at metadata.name.
+  absl::Status ReadMetadata(const YAML::Node& node, absl::Status (*check_name)(std::string_view),
+                            bool validate_labels, DocumentMetadata* metadata);
 
   /// Checks apiVersion and kind (when present, before any other field) against the expected
   /// values: "unsupported kind 'X' (expected 'Y')". Non-maps pass (ReadMap reports them).

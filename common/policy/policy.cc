@@ -21,11 +21,11 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Field rules shared by the parser (which adds positions) and ValidatePolicy.
 
-absl::Status CheckPolicyName(absl::string_view name) {
-  if (absl::Status s = CheckObjectName("name", ToStdView(name)); !s.ok()) return s;
-  if (name == ToAbslView(kBuiltinDefaultPolicyName)) {
+absl::Status CheckPolicyName(std::string_view name) {
+  if (absl::Status s = CheckObjectName("name", name); !s.ok()) return s;
+  if (name == kBuiltinDefaultPolicyName) {
     return absl::InvalidArgumentError(
-        absl::StrCat("name '", name, "' is reserved for the built-in default policy"));
+        absl::StrCat("name '", ToAbslView(name), "' is reserved for the built-in default policy"));
   }
   return absl::OkStatus();
 }
@@ -57,35 +57,6 @@ class PolicyReader : public DocumentReader {
  public:
   using DocumentReader::DocumentReader;
 
-  absl::Status ReadMetadata(const YAML::Node& node, Policy* policy, YAML::Node* name_node) {
-    FieldMap f;
-    if (absl::Status s = ReadMap(node, "metadata", {"name", "labels", "resourceVersion"}, &f);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = RequireFields(node, "metadata", {"name"}, f); !s.ok()) return s;
-    *name_node = f["name"].second;
-    absl::StatusOr<std::string> name = ReadString(*name_node, "metadata.name");
-    if (!name.ok()) return name.status();
-    if (absl::Status s = CheckPolicyName(*name); !s.ok()) {
-      return Error(*name_node, "metadata.name", s.message());
-    }
-    policy->name = *std::move(name);
-    if (auto it = f.find("labels"); it != f.end()) {
-      absl::StatusOr<std::map<std::string, std::string>> labels =
-          ReadLabels(it->second.second, "metadata.labels", /*validate=*/true);
-      if (!labels.ok()) return labels.status();
-      policy->labels = *std::move(labels);
-    }
-    if (auto it = f.find("resourceVersion"); it != f.end()) {
-      absl::StatusOr<std::string> version =
-          ReadString(it->second.second, "metadata.resourceVersion");
-      if (!version.ok()) return version.status();
-      policy->resource_version = *std::move(version);
-    }
-    return absl::OkStatus();
-  }
-
   absl::Status ReadSpec(const YAML::Node& node, Policy* policy, YAML::Node* settings_node) {
     FieldMap f;
     if (absl::Status s = ReadMap(node, "spec", {"priority", "selector", "settings"}, &f); !s.ok()) {
@@ -111,22 +82,19 @@ class PolicyReader : public DocumentReader {
     return ReadSettings(*settings_node, "spec.settings", SettingsReadOptions{}, &policy->settings);
   }
 
-  absl::StatusOr<Policy> ReadDocument(const YAML::Node& doc, YAML::Node* name_node) {
-    Policy policy;
-    if (absl::Status s = CheckIdentity(doc, kPolicyApiVersion, kPolicyKind); !s.ok()) return s;
+  absl::StatusOr<Policy> ReadDocument(const YAML::Node& doc) {
     FieldMap f;
-    if (absl::Status s = ReadMap(doc, "document", {"apiVersion", "kind", "metadata", "spec"}, &f);
+    if (absl::Status s = ReadTopLevel(doc, kPolicyApiVersion, kPolicyKind, &f); !s.ok()) return s;
+    DocumentMetadata metadata;
+    if (absl::Status s = ReadMetadata(f["metadata"].second, &CheckPolicyName,
+                                      /*validate_labels=*/true, &metadata);
         !s.ok()) {
       return s;
     }
-    if (absl::Status s =
-            RequireFields(doc, "document", {"apiVersion", "kind", "metadata", "spec"}, f);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = ReadMetadata(f["metadata"].second, &policy, name_node); !s.ok()) {
-      return s;
-    }
+    Policy policy;
+    policy.name = std::move(metadata.name);
+    policy.labels = std::move(metadata.labels);
+    policy.resource_version = std::move(metadata.resource_version);
     YAML::Node settings_node;
     if (absl::Status s = ReadSpec(f["spec"].second, &policy, &settings_node); !s.ok()) return s;
     if (absl::Status s = CheckSettings(policy.settings, policy.selector); !s.ok()) {
@@ -168,47 +136,12 @@ absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path) {
 
 absl::StatusOr<std::vector<Policy>> ParsePolicyDocuments(std::string_view std_text,
                                                          std::string_view std_source_name) {
-  const absl::string_view text = ToAbslView(std_text);
-  const absl::string_view source_name = ToAbslView(std_source_name);
-  if (text.size() > kMaxPolicyInputBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(source_name, ": ", text.size(),
-                                                   " bytes exceeds the 1 MiB policy input limit"));
-  }
-  PolicyReader reader(source_name);
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(reader.Where(e.mark), ": malformed YAML: ", e.msg));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source_name, ": malformed YAML: ", e.what()));
-  }
-  if (docs.size() > kMaxPolicyDocuments) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ": ", docs.size(), " documents exceed the limit of 1000"));
-  }
-  std::vector<Policy> policies;
-  std::map<std::string, std::string> first_seen;  // name -> source
-  try {
-    for (const YAML::Node& doc : docs) {
-      if (doc.IsNull()) continue;
-      YAML::Node name_node;
-      absl::StatusOr<Policy> policy = reader.ReadDocument(doc, &name_node);
-      if (!policy.ok()) return policy.status();
-      auto [it, inserted] = first_seen.emplace(policy->name, policy->source);
-      if (!inserted) {
-        return reader.Error(name_node, "metadata.name",
-                            absl::StrCat("duplicate policy name '", policy->name,
-                                         "' (first defined at ", it->second, ")"));
-      }
-      policies.push_back(*std::move(policy));
-    }
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(reader.Where(e.mark), ": invalid policy document: ", e.msg));
-  }
-  return policies;
+  PolicyReader reader(ToAbslView(std_source_name));
+  absl::StatusOr<std::vector<YAML::Node>> docs = reader.LoadDocuments(
+      ToAbslView(std_text), "policy", kMaxPolicyInputBytes, kMaxPolicyDocuments);
+  if (!docs.ok()) return docs.status();
+  return reader.ReadNamedDocuments<Policy>(
+      *docs, "policy", [&](const YAML::Node& doc) { return reader.ReadDocument(doc); });
 }
 
 absl::Status ValidatePolicy(const Policy& policy) {
