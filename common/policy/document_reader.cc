@@ -489,12 +489,16 @@ absl::Status DocumentReader::ReadSelector(const YAML::Node& node, SelectorItemCh
     selector->usb_speeds.push_back(*speed);
     return absl::OkStatus();
   };
-  auto add_chip = [&](const std::string& text) -> absl::Status {
-    if (check_all) {
-      if (absl::Status problem = CheckChipName(text); !problem.ok()) return problem;
-    }
-    selector->chips.push_back(text);
-    return absl::OkStatus();
+  // Items kept as text: `check` applies while reading only.
+  auto add_text = [check_all](std::vector<std::string>* list,
+                              absl::Status (*check)(std::string_view)) {
+    return [check_all, list, check](const std::string& text) -> absl::Status {
+      if (check_all) {
+        if (absl::Status problem = check(text); !problem.ok()) return problem;
+      }
+      list->push_back(text);
+      return absl::OkStatus();
+    };
   };
   auto add_vid_pid = [&](const std::string& text) -> absl::Status {
     absl::StatusOr<VidPid> id = ParseVidPid(text);
@@ -502,17 +506,12 @@ absl::Status DocumentReader::ReadSelector(const YAML::Node& node, SelectorItemCh
     selector->vid_pids.push_back(*id);
     return absl::OkStatus();
   };
-  auto add_adapter = [&](const std::string& text) -> absl::Status {
-    if (check_all) {
-      if (absl::Status problem = CheckAdapterId(text); !problem.ok()) return problem;
-    }
-    selector->adapters.push_back(text);
-    return absl::OkStatus();
-  };
   if (absl::Status s = read_list("usbSpeeds", add_speed); !s.ok()) return s;
-  if (absl::Status s = read_list("chips", add_chip); !s.ok()) return s;
+  if (absl::Status s = read_list("chips", add_text(&selector->chips, &CheckChipName)); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = read_list("vidPids", add_vid_pid); !s.ok()) return s;
-  return read_list("adapters", add_adapter);
+  return read_list("adapters", add_text(&selector->adapters, &CheckAdapterId));
 }
 
 absl::Status DocumentReader::ReadSettings(const YAML::Node& node, absl::string_view path,
