@@ -4,34 +4,23 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
-#include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/chips/chip_table.h"
 #include "common/host_labels.h"
+#include "common/policy/document_reader.h"
 #include "common/string_view_compat.h"
-#include "common/units.h"
 #include "common/usb_speed.h"
 
 namespace rxfleet::experiments {
 namespace {
 
-using common::RxAggLayout;
 using common::RxAggSettings;
 using common::Selector;
 using common::ToAbslView;
-using common::ToStdView;
-using common::UsbSpeed;
-
-constexpr size_t kMaxNameLength = 63;
-constexpr int kMinPriority = -1000;
-constexpr int kMaxPriority = 1000;
 
 // A rule broken by an experiment: the field path ("spec.arms[1].weight") and the message.
 struct FieldError {
@@ -44,68 +33,15 @@ using CheckResult = std::optional<FieldError>;
 // ---------------------------------------------------------------------------------------------
 // Rules on values, shared by the parser (which adds positions) and ValidateExperiment.
 
-std::optional<std::string> NameProblem(absl::string_view what, absl::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLength) {
-    return absl::StrCat(what, " '", name, "' must be 1..63 characters of [a-z0-9-]");
-  }
-  for (char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (!(absl::ascii_islower(u) || absl::ascii_isdigit(u) || c == '-')) {
-      return absl::StrCat(what, " '", name,
-                          "' may contain only lower-case letters, digits and '-'");
-    }
-  }
-  if (name.front() == '-' || name.back() == '-') {
-    return absl::StrCat(what, " '", name, "' must start and end with a letter or digit");
-  }
-  return std::nullopt;
-}
-
-std::optional<std::string> ChipProblem(absl::string_view chip) {
-  if (common::LayoutForChip(ToStdView(chip))) return std::nullopt;
-  return absl::StrCat("unknown chip '", chip, "' (known chips: ",
-                      absl::StrJoin(common::KnownChipNames(), ", ",
-                                    [](std::string* out, std::string_view n) { out->append(n); }),
-                      ")");
-}
-
-std::optional<std::string> AdapterIdProblem(absl::string_view id) {
-  if (id.empty()) return "adapter id must not be empty";
-  for (char c : id) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return "adapter id must not contain control characters";
-    }
-  }
-  return std::nullopt;
+// The message of a broken value rule, if any.
+std::optional<std::string> Problem(const absl::Status& status) {
+  if (status.ok()) return std::nullopt;
+  return std::string(status.message());
 }
 
 bool IsBuiltinSegmentKey(absl::string_view key) {
   return key == ToAbslView(kSegmentUsbSpeed) || key == ToAbslView(kSegmentChip) ||
          key == ToAbslView(kSegmentHost);
-}
-
-// The register layouts an adapter matched by `selector` can have: chips narrow it; without
-// chips, known vid:pids narrow it; otherwise any layout.
-std::set<RxAggLayout> PossibleLayouts(const Selector& selector) {
-  std::set<RxAggLayout> layouts;
-  if (!selector.chips.empty()) {
-    for (const std::string& chip : selector.chips) {
-      if (std::optional<RxAggLayout> layout = common::LayoutForChip(chip)) layouts.insert(*layout);
-    }
-    return layouts;
-  }
-  if (!selector.vid_pids.empty()) {
-    bool all_known = true;
-    for (const common::VidPid& id : selector.vid_pids) {
-      if (const common::ChipId* chip = common::LookupChip(id.vid, id.pid)) {
-        layouts.insert(chip->layout);
-      } else {
-        all_known = false;
-      }
-    }
-    if (all_known) return layouts;
-  }
-  return {RxAggLayout::kV1, RxAggLayout::kV2, RxAggLayout::kV3};
 }
 
 std::optional<std::string> SettingsProblem(const RxAggSettings& settings,
@@ -117,17 +53,7 @@ std::optional<std::string> SettingsProblem(const RxAggSettings& settings,
     return "forceEnable is not allowed in experiment arms (it is for lab use on single "
            "adapters; use a policy)";
   }
-  if (absl::Status s = common::ValidateRxAggSettings(settings); !s.ok()) {
-    return std::string(s.message());
-  }
-  for (RxAggLayout layout : PossibleLayouts(selector)) {
-    if (absl::Status s = common::ValidateRxAggSettingsForLayout(layout, settings); !s.ok()) {
-      return absl::StrCat(s.message(), "; the selector can match ",
-                          ToAbslView(common::RxAggLayoutName(layout)),
-                          " chips (narrow spec.selector.chips to avoid them)");
-    }
-  }
-  return std::nullopt;
+  return Problem(common::CheckSettingsForSelector(settings, selector));
 }
 
 std::string Dur(absl::Duration d) { return absl::FormatDuration(d); }
@@ -137,7 +63,7 @@ CheckResult CheckExperiment(const Experiment& e) {
   auto fail = [](std::string field, std::string message) -> CheckResult {
     return FieldError{std::move(field), std::move(message)};
   };
-  if (auto p = NameProblem("name", e.name)) return fail("metadata.name", *p);
+  if (auto p = Problem(common::CheckObjectName("name", e.name))) return fail("metadata.name", *p);
   for (const auto& [key, value] : e.labels) {
     if (absl::Status s = common::ValidateLabelKey(key); !s.ok()) {
       return fail("metadata.labels", std::string(s.message()));
@@ -156,19 +82,17 @@ CheckResult CheckExperiment(const Experiment& e) {
     }
   }
   for (size_t i = 0; i < selector.usb_speeds.size(); ++i) {
-    if (selector.usb_speeds[i] == UsbSpeed::kUnknown) {
-      return fail(absl::StrCat("spec.selector.usbSpeeds[", i, "]"),
-                  "USB speed 'unknown' cannot be selected (expected low, full, high, super, "
-                  "super_plus)");
+    if (auto p = Problem(common::CheckSelectableUsbSpeed(selector.usb_speeds[i]))) {
+      return fail(absl::StrCat("spec.selector.usbSpeeds[", i, "]"), *p);
     }
   }
   for (size_t i = 0; i < selector.chips.size(); ++i) {
-    if (auto p = ChipProblem(selector.chips[i])) {
+    if (auto p = Problem(common::CheckChipName(selector.chips[i]))) {
       return fail(absl::StrCat("spec.selector.chips[", i, "]"), *p);
     }
   }
   for (size_t i = 0; i < selector.adapters.size(); ++i) {
-    if (auto p = AdapterIdProblem(selector.adapters[i])) {
+    if (auto p = Problem(common::CheckAdapterId(selector.adapters[i]))) {
       return fail(absl::StrCat("spec.selector.adapters[", i, "]"), *p);
     }
   }
@@ -185,7 +109,8 @@ CheckResult CheckExperiment(const Experiment& e) {
   for (size_t i = 0; i < e.arms.size(); ++i) {
     const Arm& arm = e.arms[i];
     const std::string path = absl::StrCat("spec.arms[", i, "]");
-    if (auto p = NameProblem("arm name", arm.name)) return fail(absl::StrCat(path, ".name"), *p);
+    if (auto p = Problem(common::CheckObjectName("arm name", arm.name)))
+      return fail(absl::StrCat(path, ".name"), *p);
     if (auto [it, inserted] = arm_names.emplace(arm.name, i); !inserted) {
       return fail(
           absl::StrCat(path, ".name"),
@@ -339,151 +264,43 @@ CheckResult CheckExperiment(const Experiment& e) {
     return fail("spec.minWindowsPerArm", absl::StrCat("minWindowsPerArm ", e.min_windows_per_arm,
                                                       " is out of range 1..10000000"));
   }
-  if (e.priority < kMinPriority || e.priority > kMaxPriority) {
-    return fail("spec.priority",
-                absl::StrCat("priority ", e.priority, " is out of range -1000..1000"));
-  }
+  if (auto p = Problem(common::CheckPriority(e.priority))) return fail("spec.priority", *p);
   return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------
 // YAML reading with positions.
 
-using FieldMap = std::map<std::string, std::pair<YAML::Node, YAML::Node>>;
-
-class DocumentReader {
+class ExperimentReader : public common::DocumentReader {
  public:
-  explicit DocumentReader(absl::string_view source) : source_(source) {}
+  using DocumentReader::DocumentReader;
 
-  std::string Where(const YAML::Mark& mark) const {
-    if (mark.is_null()) return std::string(source_);
-    return absl::StrCat(source_, ":", mark.line + 1, ":", mark.column + 1);
-  }
-
-  absl::Status Error(const YAML::Node& node, absl::string_view path,
-                     absl::string_view message) const {
-    return absl::InvalidArgumentError(absl::StrCat(Where(node.Mark()), ": ", path, ": ", message));
-  }
-
-  // Reads one document. `positions` receives the node of every field path read, so rules
-  // checked afterwards can point at the offending value.
+  // Reads one document. Every field path read is recorded (NodeFor), so rules checked
+  // afterwards can point at the offending value.
   absl::StatusOr<Experiment> ReadDocument(const YAML::Node& doc) {
-    positions_.clear();
-    positions_["document"] = doc;
-    if (absl::Status s = CheckIdentity(doc); !s.ok()) return s;
     FieldMap f;
-    if (absl::Status s = ReadMap(doc, "document", {"apiVersion", "kind", "metadata", "spec"}, &f);
+    if (absl::Status s = ReadTopLevel(doc, kExperimentApiVersion, kExperimentKind, &f); !s.ok()) {
+      return s;
+    }
+    common::DocumentMetadata metadata;
+    if (absl::Status s = ReadMetadata(f["metadata"].second, /*check_name=*/nullptr,
+                                      /*validate_labels=*/false, &metadata);
         !s.ok()) {
       return s;
     }
-    for (absl::string_view required : {"apiVersion", "kind", "metadata", "spec"}) {
-      if (!f.contains(std::string(required))) {
-        return Error(doc, "document", absl::StrCat("missing required field '", required, "'"));
-      }
-    }
     Experiment e;
-    if (absl::Status s = ReadMetadata(f["metadata"].second, &e); !s.ok()) return s;
+    e.name = std::move(metadata.name);
+    e.labels = std::move(metadata.labels);
+    e.resource_version = std::move(metadata.resource_version);
     if (absl::Status s = ReadSpec(f["spec"].second, &e); !s.ok()) return s;
     if (CheckResult problem = CheckExperiment(e)) {
       return Error(NodeFor(problem->field), problem->field, problem->message);
     }
-    const YAML::Mark mark = doc.Mark();
-    e.source = mark.is_null() ? std::string(source_) : absl::StrCat(source_, ":", mark.line + 1);
+    e.source = SourceLine(doc);
     return e;
   }
 
-  // The node recorded for `field` or its closest recorded parent.
-  YAML::Node NodeFor(std::string field) const {
-    while (true) {
-      if (auto it = positions_.find(field); it != positions_.end()) return it->second;
-      const size_t cut = field.find_last_of(".[");
-      if (cut == std::string::npos) break;
-      field.resize(cut);
-    }
-    return positions_.at("document");
-  }
-
  private:
-  static absl::string_view TypeName(const YAML::Node& node) {
-    switch (node.Type()) {
-      case YAML::NodeType::Null:
-        return "null";
-      case YAML::NodeType::Scalar:
-        return "a scalar";
-      case YAML::NodeType::Sequence:
-        return "a list";
-      case YAML::NodeType::Map:
-        return "a map";
-      case YAML::NodeType::Undefined:
-        break;
-    }
-    return "undefined";
-  }
-
-  static std::string Found(const YAML::Node& node) {
-    return node.IsScalar() ? absl::StrCat("'", node.Scalar(), "'") : std::string(TypeName(node));
-  }
-
-  void Remember(const std::string& path, const YAML::Node& node) { positions_[path] = node; }
-
-  absl::Status ReadMap(const YAML::Node& node, absl::string_view path,
-                       std::initializer_list<absl::string_view> allowed, FieldMap* fields) {
-    if (!node.IsMap()) {
-      return Error(node, path, absl::StrCat("must be a map, found ", TypeName(node)));
-    }
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node key = it->first;
-      if (!key.IsScalar()) return Error(key, path, "field names must be scalars");
-      const std::string& name = key.Scalar();
-      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-        return Error(key, path,
-                     absl::StrCat("unknown field '", name,
-                                  "' (allowed: ", absl::StrJoin(allowed, ", "), ")"));
-      }
-      if (!fields->emplace(name, std::make_pair(key, it->second)).second) {
-        return Error(key, path, absl::StrCat("duplicate field '", name, "'"));
-      }
-      Remember(absl::StrCat(path == "document" ? "" : absl::StrCat(path, "."), name), it->second);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::string> ReadString(const YAML::Node& node, absl::string_view path) {
-    if (!node.IsScalar()) {
-      return Error(node, path, absl::StrCat("must be a string, found ", TypeName(node)));
-    }
-    return node.Scalar();
-  }
-
-  absl::StatusOr<int64_t> ReadInt(const YAML::Node& node, absl::string_view path) {
-    int64_t value = 0;
-    if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &value)) {
-      return Error(node, path, absl::StrCat("must be an integer, found ", Found(node)));
-    }
-    return value;
-  }
-
-  // An integer in [low, high], for fields stored as uint32_t.
-  absl::StatusOr<uint32_t> ReadCount(const YAML::Node& node, absl::string_view path,
-                                     absl::string_view name, int64_t low, int64_t high) {
-    absl::StatusOr<int64_t> value = ReadInt(node, path);
-    if (!value.ok()) return value.status();
-    if (*value < low || *value > high) {
-      return Error(node, path,
-                   absl::StrCat(name, " ", *value, " is out of range ", low, "..", high));
-    }
-    return static_cast<uint32_t>(*value);
-  }
-
-  absl::StatusOr<bool> ReadBool(const YAML::Node& node, absl::string_view path) {
-    if (node.IsScalar()) {
-      const std::string lower = absl::AsciiStrToLower(node.Scalar());
-      if (lower == "true") return true;
-      if (lower == "false") return false;
-    }
-    return Error(node, path, absl::StrCat("must be true or false, found ", Found(node)));
-  }
-
   absl::StatusOr<absl::Duration> ReadDuration(const YAML::Node& node, absl::string_view path) {
     absl::Duration d;
     if (!node.IsScalar() || !absl::ParseDuration(node.Scalar(), &d) ||
@@ -498,216 +315,6 @@ class DocumentReader {
     return d;
   }
 
-  // A list; null means empty. Remembers "path[i]" for every item.
-  absl::StatusOr<std::vector<YAML::Node>> ReadList(const YAML::Node& node, absl::string_view path) {
-    std::vector<YAML::Node> items;
-    if (node.IsNull()) return items;
-    if (!node.IsSequence()) {
-      return Error(node, path, absl::StrCat("must be a list, found ", TypeName(node)));
-    }
-    for (size_t i = 0; i < node.size(); ++i) {
-      items.push_back(node[i]);
-      Remember(absl::StrCat(path, "[", i, "]"), node[i]);
-    }
-    return items;
-  }
-
-  absl::StatusOr<std::vector<std::string>> ReadStringList(const YAML::Node& node,
-                                                          absl::string_view path) {
-    absl::StatusOr<std::vector<YAML::Node>> items = ReadList(node, path);
-    if (!items.ok()) return items.status();
-    std::vector<std::string> out;
-    for (size_t i = 0; i < items->size(); ++i) {
-      absl::StatusOr<std::string> value = ReadString((*items)[i], absl::StrCat(path, "[", i, "]"));
-      if (!value.ok()) return value.status();
-      out.push_back(*std::move(value));
-    }
-    return out;
-  }
-
-  // A map of label key -> value; null means empty. Syntax is checked by CheckExperiment.
-  absl::StatusOr<std::map<std::string, std::string>> ReadLabels(const YAML::Node& node,
-                                                                absl::string_view path) {
-    std::map<std::string, std::string> labels;
-    if (node.IsNull()) return labels;
-    if (!node.IsMap()) {
-      return Error(node, path, absl::StrCat("must be a map, found ", TypeName(node)));
-    }
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node key = it->first;
-      if (!key.IsScalar()) return Error(key, path, "label keys must be scalars");
-      std::string value;
-      const std::string field = absl::StrCat(path, ".", key.Scalar());
-      if (!it->second.IsNull()) {
-        absl::StatusOr<std::string> v = ReadString(it->second, field);
-        if (!v.ok()) return v.status();
-        value = *std::move(v);
-      }
-      if (!labels.emplace(key.Scalar(), value).second) {
-        return Error(key, path, absl::StrCat("duplicate label '", key.Scalar(), "'"));
-      }
-      Remember(field, it->second);
-    }
-    return labels;
-  }
-
-  absl::Status CheckIdentity(const YAML::Node& doc) {
-    if (!doc.IsMap()) return absl::OkStatus();  // ReadMap reports the shape.
-    for (auto it = doc.begin(); it != doc.end(); ++it) {
-      if (!it->first.IsScalar()) continue;
-      const std::string& key = it->first.Scalar();
-      if (key != "apiVersion" && key != "kind") continue;
-      absl::StatusOr<std::string> value = ReadString(it->second, key);
-      if (!value.ok()) return value.status();
-      const absl::string_view expected =
-          key == "apiVersion" ? ToAbslView(kExperimentApiVersion) : ToAbslView(kExperimentKind);
-      if (*value != expected) {
-        return Error(
-            it->second, key,
-            absl::StrCat("unsupported ", key, " '", *value, "' (expected '", expected, "')"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadMetadata(const YAML::Node& node, Experiment* e) {
-    FieldMap f;
-    if (absl::Status s = ReadMap(node, "metadata", {"name", "labels", "resourceVersion"}, &f);
-        !s.ok()) {
-      return s;
-    }
-    auto name = f.find("name");
-    if (name == f.end()) return Error(node, "metadata", "missing required field 'name'");
-    absl::StatusOr<std::string> text = ReadString(name->second.second, "metadata.name");
-    if (!text.ok()) return text.status();
-    e->name = *std::move(text);
-    if (auto it = f.find("labels"); it != f.end()) {
-      absl::StatusOr<std::map<std::string, std::string>> labels =
-          ReadLabels(it->second.second, "metadata.labels");
-      if (!labels.ok()) return labels.status();
-      e->labels = *std::move(labels);
-    }
-    if (auto it = f.find("resourceVersion"); it != f.end()) {
-      absl::StatusOr<std::string> version =
-          ReadString(it->second.second, "metadata.resourceVersion");
-      if (!version.ok()) return version.status();
-      e->resource_version = *std::move(version);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadSelector(const YAML::Node& node, Selector* selector) {
-    if (node.IsNull()) return absl::OkStatus();
-    FieldMap f;
-    if (absl::Status s = ReadMap(node, "spec.selector",
-                                 {"matchLabels", "usbSpeeds", "chips", "vidPids", "adapters"}, &f);
-        !s.ok()) {
-      return s;
-    }
-    if (auto it = f.find("matchLabels"); it != f.end()) {
-      absl::StatusOr<std::map<std::string, std::string>> labels =
-          ReadLabels(it->second.second, "spec.selector.matchLabels");
-      if (!labels.ok()) return labels.status();
-      selector->match_labels = *std::move(labels);
-    }
-    if (auto it = f.find("usbSpeeds"); it != f.end()) {
-      absl::StatusOr<std::vector<std::string>> items =
-          ReadStringList(it->second.second, "spec.selector.usbSpeeds");
-      if (!items.ok()) return items.status();
-      for (size_t i = 0; i < items->size(); ++i) {
-        absl::StatusOr<UsbSpeed> speed = common::ParseUsbSpeed((*items)[i]);
-        if (!speed.ok()) {
-          const std::string path = absl::StrCat("spec.selector.usbSpeeds[", i, "]");
-          return Error(NodeFor(path), path, speed.status().message());
-        }
-        selector->usb_speeds.push_back(*speed);
-      }
-    }
-    if (auto it = f.find("chips"); it != f.end()) {
-      absl::StatusOr<std::vector<std::string>> items =
-          ReadStringList(it->second.second, "spec.selector.chips");
-      if (!items.ok()) return items.status();
-      selector->chips = *std::move(items);
-    }
-    if (auto it = f.find("vidPids"); it != f.end()) {
-      absl::StatusOr<std::vector<std::string>> items =
-          ReadStringList(it->second.second, "spec.selector.vidPids");
-      if (!items.ok()) return items.status();
-      for (size_t i = 0; i < items->size(); ++i) {
-        absl::StatusOr<common::VidPid> id = common::ParseVidPid((*items)[i]);
-        if (!id.ok()) {
-          const std::string path = absl::StrCat("spec.selector.vidPids[", i, "]");
-          return Error(NodeFor(path), path, id.status().message());
-        }
-        selector->vid_pids.push_back(*id);
-      }
-    }
-    if (auto it = f.find("adapters"); it != f.end()) {
-      absl::StatusOr<std::vector<std::string>> items =
-          ReadStringList(it->second.second, "spec.selector.adapters");
-      if (!items.ok()) return items.status();
-      selector->adapters = *std::move(items);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadSettings(const YAML::Node& node, const std::string& path,
-                            RxAggSettings* settings) {
-    FieldMap f;
-    if (absl::Status s =
-            ReadMap(node, path,
-                    {"hold", "holdUs", "countThreshold", "bufferKiB", "enable", "forceEnable"}, &f);
-        !s.ok()) {
-      return s;
-    }
-    if (f.contains("hold") && f.contains("holdUs")) {
-      return Error(f["holdUs"].first, path, "set either 'hold' or 'holdUs', not both");
-    }
-    if (auto it = f.find("hold"); it != f.end()) {
-      const std::string field = absl::StrCat(path, ".hold");
-      absl::StatusOr<std::string> text = ReadString(it->second.second, field);
-      if (!text.ok()) return text.status();
-      absl::StatusOr<uint32_t> hold = common::ParseHoldUs(*text);
-      if (!hold.ok()) return Error(it->second.second, field, hold.status().message());
-      settings->hold_us = *hold;
-    }
-    if (auto it = f.find("holdUs"); it != f.end()) {
-      const std::string field = absl::StrCat(path, ".holdUs");
-      absl::StatusOr<uint32_t> hold =
-          ReadCount(it->second.second, field, "holdUs", 0, common::kMaxHoldUs);
-      if (!hold.ok()) return hold.status();
-      absl::StatusOr<uint32_t> checked = common::ParseHoldUs(absl::StrCat(*hold));
-      if (!checked.ok()) return Error(it->second.second, field, checked.status().message());
-      settings->hold_us = *checked;
-    }
-    if (auto it = f.find("countThreshold"); it != f.end()) {
-      absl::StatusOr<uint32_t> count =
-          ReadCount(it->second.second, absl::StrCat(path, ".countThreshold"), "countThreshold", 0,
-                    common::kMaxRxAggCountThreshold);
-      if (!count.ok()) return count.status();
-      settings->count_threshold = *count;
-    }
-    if (auto it = f.find("bufferKiB"); it != f.end()) {
-      const std::string field = absl::StrCat(path, ".bufferKiB");
-      absl::StatusOr<std::string> text = ReadString(it->second.second, field);
-      if (!text.ok()) return text.status();
-      absl::StatusOr<uint32_t> kib = common::ParseKiB(*text);
-      if (!kib.ok()) return Error(it->second.second, field, kib.status().message());
-      settings->buffer_kib = *kib;
-    }
-    if (auto it = f.find("enable"); it != f.end()) {
-      absl::StatusOr<bool> enable = ReadBool(it->second.second, absl::StrCat(path, ".enable"));
-      if (!enable.ok()) return enable.status();
-      settings->enable = *enable;
-    }
-    if (auto it = f.find("forceEnable"); it != f.end()) {
-      absl::StatusOr<bool> force = ReadBool(it->second.second, absl::StrCat(path, ".forceEnable"));
-      if (!force.ok()) return force.status();
-      settings->force_enable = *force;
-    }
-    return absl::OkStatus();
-  }
-
   absl::Status ReadArms(const YAML::Node& node, Experiment* e) {
     absl::StatusOr<std::vector<YAML::Node>> items = ReadList(node, "spec.arms");
     if (!items.ok()) return items.status();
@@ -718,17 +325,13 @@ class DocumentReader {
       if (absl::Status s = ReadMap(item, path, {"name", "settings", "weight"}, &f); !s.ok()) {
         return s;
       }
-      for (absl::string_view required : {"name", "settings"}) {
-        if (!f.contains(std::string(required))) {
-          return Error(item, path, absl::StrCat("missing required field '", required, "'"));
-        }
-      }
+      if (absl::Status s = RequireFields(item, path, {"name", "settings"}, f); !s.ok()) return s;
       Arm arm;
       absl::StatusOr<std::string> name = ReadString(f["name"].second, absl::StrCat(path, ".name"));
       if (!name.ok()) return name.status();
       arm.name = *std::move(name);
-      if (absl::Status s =
-              ReadSettings(f["settings"].second, absl::StrCat(path, ".settings"), &arm.settings);
+      if (absl::Status s = ReadSettings(f["settings"].second, absl::StrCat(path, ".settings"),
+                                        kArmSettings, &arm.settings);
           !s.ok()) {
         return s;
       }
@@ -763,10 +366,8 @@ class DocumentReader {
           !s.ok()) {
         return s;
       }
-      for (absl::string_view required : {"metric", "op", "threshold"}) {
-        if (!f.contains(std::string(required))) {
-          return Error(item, path, absl::StrCat("missing required field '", required, "'"));
-        }
+      if (absl::Status s = RequireFields(item, path, {"metric", "op", "threshold"}, f); !s.ok()) {
+        return s;
       }
       Guardrail g;
       absl::StatusOr<Metric> metric = ReadMetric(f["metric"].second, absl::StrCat(path, ".metric"));
@@ -823,13 +424,17 @@ class DocumentReader {
         !s.ok()) {
       return s;
     }
-    for (absl::string_view required : {"arms", "design", "duration", "primaryMetric"}) {
-      if (!f.contains(std::string(required))) {
-        return Error(node, "spec", absl::StrCat("missing required field '", required, "'"));
-      }
+    if (absl::Status s =
+            RequireFields(node, "spec", {"arms", "design", "duration", "primaryMetric"}, f);
+        !s.ok()) {
+      return s;
     }
     if (auto it = f.find("selector"); it != f.end()) {
-      if (absl::Status s = ReadSelector(it->second.second, &e->selector); !s.ok()) return s;
+      if (absl::Status s =
+              ReadSelector(it->second.second, common::SelectorItemChecks::kParseOnly, &e->selector);
+          !s.ok()) {
+        return s;
+      }
     }
     if (absl::Status s = ReadArms(f["arms"].second, e); !s.ok()) return s;
     if (auto it = f.find("control"); it != f.end()) {
@@ -887,10 +492,10 @@ class DocumentReader {
       if (absl::Status s = ReadGuardrails(it->second.second, e); !s.ok()) return s;
     }
     if (auto it = f.find("segments"); it != f.end()) {
-      absl::StatusOr<std::vector<std::string>> keys =
+      absl::StatusOr<std::vector<std::pair<YAML::Node, std::string>>> keys =
           ReadStringList(it->second.second, "spec.segments");
       if (!keys.ok()) return keys.status();
-      e->segment_keys = *std::move(keys);
+      for (auto& [key_node, key] : *keys) e->segment_keys.push_back(std::move(key));
     }
     if (auto it = f.find("minAdaptersPerArm"); it != f.end()) {
       absl::StatusOr<uint32_t> n = ReadCount(it->second.second, "spec.minAdaptersPerArm",
@@ -907,9 +512,8 @@ class DocumentReader {
     if (auto it = f.find("priority"); it != f.end()) {
       absl::StatusOr<int64_t> priority = ReadInt(it->second.second, "spec.priority");
       if (!priority.ok()) return priority.status();
-      if (*priority < kMinPriority || *priority > kMaxPriority) {
-        return Error(it->second.second, "spec.priority",
-                     absl::StrCat("priority ", *priority, " is out of range -1000..1000"));
+      if (absl::Status s = common::CheckPriority(*priority); !s.ok()) {
+        return Error(it->second.second, "spec.priority", s.message());
       }
       e->priority = static_cast<int>(*priority);
     }
@@ -925,26 +529,10 @@ class DocumentReader {
     return absl::OkStatus();
   }
 
-  absl::string_view source_;
-  std::map<std::string, YAML::Node> positions_;
+  // Ranges of arm settings are checked with the other rules (CheckExperiment).
+  static constexpr common::SettingsReadOptions kArmSettings{.hold_us_range_in_us = false,
+                                                            .check_buffer_range = false};
 };
-
-void EmitStringList(YAML::Emitter& out, absl::string_view key,
-                    const std::vector<std::string>& items, bool quoted) {
-  out << YAML::Key << std::string(key) << YAML::Value << YAML::Flow << YAML::BeginSeq;
-  for (const std::string& item : items) {
-    if (quoted) out << YAML::DoubleQuoted;
-    out << item;
-  }
-  out << YAML::EndSeq;
-}
-
-void EmitLabels(YAML::Emitter& out, absl::string_view key,
-                const std::map<std::string, std::string>& labels) {
-  out << YAML::Key << std::string(key) << YAML::Value << YAML::BeginMap;
-  for (const auto& [k, v] : labels) out << YAML::Key << k << YAML::Value << YAML::DoubleQuoted << v;
-  out << YAML::EndMap;
-}
 
 std::string RoundTripDouble(double value) { return absl::StrFormat("%.17g", value); }
 
@@ -998,46 +586,12 @@ uint32_t Experiment::MinWindows(const Guardrail& guardrail) const {
 
 absl::StatusOr<std::vector<Experiment>> ParseExperimentDocuments(std::string_view std_text,
                                                                  std::string_view std_source) {
-  const absl::string_view text = ToAbslView(std_text);
-  const absl::string_view source = ToAbslView(std_source);
-  if (text.size() > kMaxExperimentInputBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ", text.size(), " bytes exceeds the 1 MiB experiment input limit"));
-  }
-  DocumentReader reader(source);
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(reader.Where(e.mark), ": malformed YAML: ", e.msg));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": malformed YAML: ", e.what()));
-  }
-  if (docs.size() > kMaxExperimentDocuments) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ", docs.size(), " documents exceed the limit of 100"));
-  }
-  std::vector<Experiment> experiments;
-  std::map<std::string, std::string> first_seen;  // name -> source
-  try {
-    for (const YAML::Node& doc : docs) {
-      if (doc.IsNull()) continue;
-      absl::StatusOr<Experiment> experiment = reader.ReadDocument(doc);
-      if (!experiment.ok()) return experiment.status();
-      auto [it, inserted] = first_seen.emplace(experiment->name, experiment->source);
-      if (!inserted) {
-        return reader.Error(reader.NodeFor("metadata.name"), "metadata.name",
-                            absl::StrCat("duplicate experiment name '", experiment->name,
-                                         "' (first defined at ", it->second, ")"));
-      }
-      experiments.push_back(*std::move(experiment));
-    }
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(reader.Where(e.mark), ": invalid experiment document: ", e.msg));
-  }
-  return experiments;
+  ExperimentReader reader(ToAbslView(std_source));
+  absl::StatusOr<std::vector<YAML::Node>> docs = reader.LoadDocuments(
+      ToAbslView(std_text), "experiment", kMaxExperimentInputBytes, kMaxExperimentDocuments);
+  if (!docs.ok()) return docs.status();
+  return reader.ReadNamedDocuments<Experiment>(
+      *docs, "experiment", [&](const YAML::Node& doc) { return reader.ReadDocument(doc); });
 }
 
 absl::StatusOr<Experiment> ParseExperiment(std::string_view text, std::string_view source) {
@@ -1065,7 +619,7 @@ std::string ExperimentToYaml(const Experiment& e) {
   out << YAML::Key << "kind" << YAML::Value << std::string(kExperimentKind);
   out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << e.name;
-  if (!e.labels.empty()) EmitLabels(out, "labels", e.labels);
+  if (!e.labels.empty()) common::EmitLabels(out, "labels", e.labels);
   if (!e.resource_version.empty()) {
     out << YAML::Key << "resourceVersion" << YAML::Value << YAML::DoubleQuoted
         << e.resource_version;
@@ -1073,43 +627,13 @@ std::string ExperimentToYaml(const Experiment& e) {
   out << YAML::EndMap;
 
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
-  const Selector& selector = e.selector;
-  if (!selector.Empty()) {
-    out << YAML::Key << "selector" << YAML::Value << YAML::BeginMap;
-    if (!selector.match_labels.empty()) EmitLabels(out, "matchLabels", selector.match_labels);
-    if (!selector.usb_speeds.empty()) {
-      std::vector<std::string> speeds;
-      for (UsbSpeed speed : selector.usb_speeds) {
-        speeds.emplace_back(common::UsbSpeedName(speed));
-      }
-      EmitStringList(out, "usbSpeeds", speeds, /*quoted=*/false);
-    }
-    if (!selector.chips.empty()) EmitStringList(out, "chips", selector.chips, false);
-    if (!selector.vid_pids.empty()) {
-      std::vector<std::string> ids;
-      for (const common::VidPid& id : selector.vid_pids) {
-        ids.push_back(common::FormatVidPid(id.vid, id.pid));
-      }
-      EmitStringList(out, "vidPids", ids, /*quoted=*/true);
-    }
-    if (!selector.adapters.empty()) EmitStringList(out, "adapters", selector.adapters, true);
-    out << YAML::EndMap;
-  }
+  common::EmitSelector(out, e.selector);
   out << YAML::Key << "arms" << YAML::Value << YAML::BeginSeq;
   for (const Arm& arm : e.arms) {
     out << YAML::BeginMap;
     out << YAML::Key << "name" << YAML::Value << arm.name;
     out << YAML::Key << "settings" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    const RxAggSettings& s = arm.settings;
-    if (s.hold_us) out << YAML::Key << "hold" << YAML::Value << common::FormatHoldYaml(*s.hold_us);
-    if (s.count_threshold) {
-      out << YAML::Key << "countThreshold" << YAML::Value << *s.count_threshold;
-    }
-    if (s.buffer_kib) out << YAML::Key << "bufferKiB" << YAML::Value << *s.buffer_kib;
-    if (s.enable) out << YAML::Key << "enable" << YAML::Value << YAML::TrueFalseBool << *s.enable;
-    if (s.force_enable) {
-      out << YAML::Key << "forceEnable" << YAML::Value << YAML::TrueFalseBool << true;
-    }
+    common::EmitSettingsFields(out, arm.settings);
     out << YAML::EndMap;
     out << YAML::Key << "weight" << YAML::Value << arm.weight;
     out << YAML::EndMap;
@@ -1139,7 +663,7 @@ std::string ExperimentToYaml(const Experiment& e) {
     out << YAML::EndMap;
   }
   out << YAML::EndSeq;
-  EmitStringList(out, "segments", e.segment_keys, /*quoted=*/false);
+  common::EmitStringList(out, "segments", e.segment_keys, /*quoted=*/false);
   out << YAML::Key << "minAdaptersPerArm" << YAML::Value << e.min_adapters_per_arm;
   out << YAML::Key << "minWindowsPerArm" << YAML::Value << e.min_windows_per_arm;
   out << YAML::Key << "priority" << YAML::Value << e.priority;
