@@ -12,6 +12,7 @@
 #include "cli/commands/delete.h"
 #include "cli/commands/describe.h"
 #include "cli/commands/diff.h"
+#include "cli/commands/events.h"
 #include "cli/commands/get.h"
 #include "cli/commands/status.h"
 #include "cli/commands/watch.h"
@@ -50,7 +51,7 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
       "Examples:\n  rxfleetctl get adapters -o wide\n  rxfleetctl apply -f policy.yaml\n"
       "  rxfleetctl --local status\n\n"
       "Connection: flag > RXFLEET_SERVER / RXFLEET_TOKEN > ~/.config/rxfleet/config.yaml > "
-      "default (127.0.0.1:7443, plaintext). Reference: docs/CLI.md");
+      "default (127.0.0.1:7443, TLS). Reference: docs/CLI.md, docs/SECURITY.md");
 
   const std::string conn = "Connection";
   app->add_option("--server", global->server,
@@ -59,9 +60,11 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
   app->add_option("--token", global->token,
                   "Bearer token sent as 'authorization' metadata (env RXFLEET_TOKEN)")
       ->group(conn);
-  app->add_flag("--insecure", global->insecure, "Plaintext connection (the default today)")
+  app->add_flag("--insecure", global->insecure,
+                "Plaintext connection (servers started with --insecure)")
       ->group(conn);
-  app->add_option("--ca-file", global->ca_file, "TLS: CA certificates (PEM); enables TLS")
+  app->add_option("--ca-file", global->ca_file,
+                  "TLS: CA certificates (PEM) to verify the server (default: system roots)")
       ->type_name("FILE")
       ->group(conn);
   app->add_option("--cert-file", global->cert_file, "TLS: client certificate (PEM)")
@@ -85,6 +88,7 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
 
   // The verbs. Adding one means one file in cli/commands/ and one line here.
   AddGetCommand(*app, selected);
+  AddGetEventsCommand(*app, selected);
   AddDescribeCommand(*app, selected);
   AddApplyCommand(*app, selected);
   AddDiffCommand(*app, selected);

@@ -17,6 +17,7 @@ _rxfleetctl_subcommand() {
     "get|hosts"|"get|host") echo "hosts" ;;
     "get|adapters"|"get|adapter") echo "adapters" ;;
     "get|policies"|"get|policy") echo "policies" ;;
+    "get|events"|"get|event") echo "events" ;;
     "describe|host"|"describe|hosts") echo "host" ;;
     "describe|adapter"|"describe|adapters") echo "adapter" ;;
     "describe|policy"|"describe|policies") echo "policy" ;;
@@ -30,10 +31,11 @@ _rxfleetctl_subcommand() {
 _rxfleetctl_words() {
   case "$1" in
     "") echo "get describe apply diff delete watch status completion -h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
-    "get") echo "hosts host adapters adapter policies policy -h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
+    "get") echo "hosts host adapters adapter policies policy events event -h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "get hosts") echo "-h --help -l --selector --field-selector -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "get adapters") echo "-h --help -l --selector --field-selector --include-gone -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "get policies") echo "-h --help -l --selector -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
+    "get events") echo "-h --help --audit --limit -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "describe") echo "host hosts adapter adapters policy policies -h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "describe host") echo "-h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "describe adapter") echo "-h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
@@ -101,6 +103,16 @@ _rxfleetctl_value() {
     "get policies|--timeout") echo "any" ;;
     "get policies|--config") echo "file" ;;
     "get policies|--local-socket") echo "file" ;;
+    "get events|--limit") echo "any" ;;
+    "get events|-o"|"get events|--output") echo "choice table wide json yaml name" ;;
+    "get events|--server") echo "any" ;;
+    "get events|--token") echo "any" ;;
+    "get events|--ca-file") echo "file" ;;
+    "get events|--cert-file") echo "file" ;;
+    "get events|--key-file") echo "file" ;;
+    "get events|--timeout") echo "any" ;;
+    "get events|--config") echo "file" ;;
+    "get events|--local-socket") echo "file" ;;
     "describe|--server") echo "any" ;;
     "describe|--token") echo "any" ;;
     "describe|--ca-file") echo "file" ;;

@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -12,16 +13,6 @@ namespace rxfleet::server {
 namespace {
 
 constexpr char kNoExperiments[] = "experiments are not available in this server version";
-
-Caller CallerOf(const grpc::CallbackServerContext* context) {
-  Caller caller;
-  caller.actor = absl::StrCat("unauthenticated from ", context->peer());
-  const auto& metadata = context->client_metadata();
-  if (auto it = metadata.find("user-agent"); it != metadata.end()) {
-    absl::StrAppend(&caller.actor, " (", std::string(it->second.data(), it->second.size()), ")");
-  }
-  return caller;
-}
 
 }  // namespace
 
@@ -151,26 +142,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
   std::optional<uint64_t> watch_id_ ABSL_GUARDED_BY(mu_);
 };
 
-FleetServiceImpl::FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work)
-    : api_(api), events_(events), work_(work) {}
+FleetServiceImpl::FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work,
+                                   Authorizer* auth, TokenStore* tokens)
+    : api_(api), events_(events), work_(work), auth_(auth), tokens_(tokens) {}
 
 FleetServiceImpl::~FleetServiceImpl() = default;
-
-template <typename Response, typename Fn>
-grpc::ServerUnaryReactor* FleetServiceImpl::Run(grpc::CallbackServerContext* context,
-                                                Response* response, Fn fn) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const bool queued = work_->Submit([reactor, response, fn = std::move(fn)]() mutable {
-    absl::StatusOr<Response> result = fn();
-    if (result.ok()) *response = *std::move(result);
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
-  if (!queued) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 "the server is busy with other requests; retry shortly"));
-  }
-  return reactor;
-}
 
 grpc::ServerUnaryReactor* FleetServiceImpl::NoExperiments(grpc::CallbackServerContext* context) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -181,51 +157,50 @@ grpc::ServerUnaryReactor* FleetServiceImpl::NoExperiments(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* FleetServiceImpl::ListHosts(grpc::CallbackServerContext* context,
                                                       const v1::ListHostsRequest* request,
                                                       v1::ListHostsResponse* response) {
-  return Run(context, response, [this, request] { return api_->ListHosts(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->ListHosts(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetHost(grpc::CallbackServerContext* context,
                                                     const v1::GetHostRequest* request,
                                                     v1::Host* response) {
-  return Run(context, response, [this, request] { return api_->GetHost(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->GetHost(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListAdapters(grpc::CallbackServerContext* context,
                                                          const v1::ListAdaptersRequest* request,
                                                          v1::ListAdaptersResponse* response) {
-  return Run(context, response, [this, request] { return api_->ListAdapters(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->ListAdapters(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetAdapter(grpc::CallbackServerContext* context,
                                                        const v1::GetAdapterRequest* request,
                                                        v1::Adapter* response) {
-  return Run(context, response, [this, request] { return api_->GetAdapter(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->GetAdapter(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ApplyPolicy(grpc::CallbackServerContext* context,
                                                         const v1::ApplyPolicyRequest* request,
                                                         v1::ApplyPolicyResponse* response) {
-  return Run(context, response, [this, request, caller = CallerOf(context)] {
-    return api_->ApplyPolicy(*request, caller);
-  });
+  return Run(context, __func__, response,
+             [this, request](const Caller& caller) { return api_->ApplyPolicy(*request, caller); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetPolicy(grpc::CallbackServerContext* context,
                                                       const v1::GetPolicyRequest* request,
                                                       v1::Policy* response) {
-  return Run(context, response, [this, request] { return api_->GetPolicy(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->GetPolicy(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListPolicies(grpc::CallbackServerContext* context,
                                                          const v1::ListPoliciesRequest* request,
                                                          v1::ListPoliciesResponse* response) {
-  return Run(context, response, [this, request] { return api_->ListPolicies(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->ListPolicies(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::DeletePolicy(grpc::CallbackServerContext* context,
                                                          const v1::DeletePolicyRequest* request,
                                                          v1::DeletePolicyResponse* response) {
-  return Run(context, response, [this, request, caller = CallerOf(context)] {
+  return Run(context, __func__, response, [this, request](const Caller& caller) {
     return api_->DeletePolicy(*request, caller);
   });
 }
@@ -233,7 +208,8 @@ grpc::ServerUnaryReactor* FleetServiceImpl::DeletePolicy(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* FleetServiceImpl::ExplainAdapter(grpc::CallbackServerContext* context,
                                                            const v1::ExplainAdapterRequest* request,
                                                            v1::ExplainAdapterResponse* response) {
-  return Run(context, response, [this, request] { return api_->ExplainAdapter(*request); });
+  return Run(context, __func__, response,
+             [this, request] { return api_->ExplainAdapter(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(grpc::CallbackServerContext* context,
@@ -275,11 +251,11 @@ grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(grpc::CallbackServ
 grpc::ServerUnaryReactor* FleetServiceImpl::ListEvents(grpc::CallbackServerContext* context,
                                                        const v1::ListEventsRequest* request,
                                                        v1::ListEventsResponse* response) {
-  return Run(context, response, [this, request] { return api_->ListEvents(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->ListEvents(*request); });
 }
 
 grpc::ServerWriteReactor<v1::Event>* FleetServiceImpl::WatchEvents(
-    grpc::CallbackServerContext*, const v1::WatchEventsRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WatchEventsRequest* request) {
   auto* watch = new WatchReactor(this, events_);
   bool refused = false;
   {
@@ -288,6 +264,9 @@ grpc::ServerWriteReactor<v1::Event>* FleetServiceImpl::WatchEvents(
     watches_.insert(watch);
   }
   if (refused) watch->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  if (absl::StatusOr<Principal> principal = auth_->Authorize(*context, __func__); !principal.ok()) {
+    watch->End(ToGrpcStatus(principal.status()));
+  }
   watch->Start(*request);
   return watch;
 }
