@@ -18,6 +18,7 @@
 #include "common/string_view_compat.h"
 #include "common/units.h"
 #include "common/usb_speed.h"
+#include "common/yaml_guard.h"
 
 namespace rxfleet::experiments {
 namespace {
@@ -1003,6 +1004,11 @@ absl::StatusOr<std::vector<Experiment>> ParseExperimentDocuments(std::string_vie
   if (text.size() > kMaxExperimentInputBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": ", text.size(), " bytes exceeds the 1 MiB experiment input limit"));
+  }
+  if (absl::Status count =
+          common::CheckYamlDocumentCount(std_text, kMaxExperimentDocuments, std_source);
+      !count.ok()) {
+    return count;
   }
   DocumentReader reader(source);
   std::vector<YAML::Node> docs;

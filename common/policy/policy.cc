@@ -20,6 +20,7 @@
 #include "common/host_labels.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
+#include "common/yaml_guard.h"
 
 namespace rxfleet::common {
 namespace {
@@ -568,6 +569,10 @@ absl::StatusOr<std::vector<Policy>> ParsePolicyDocuments(std::string_view std_te
   if (text.size() > kMaxPolicyInputBytes) {
     return absl::InvalidArgumentError(absl::StrCat(source_name, ": ", text.size(),
                                                    " bytes exceeds the 1 MiB policy input limit"));
+  }
+  if (absl::Status count = CheckYamlDocumentCount(std_text, kMaxPolicyDocuments, std_source_name);
+      !count.ok()) {
+    return count;
   }
   DocumentReader reader(source_name);
   std::vector<YAML::Node> docs;
