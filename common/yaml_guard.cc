@@ -40,8 +40,8 @@ absl::Status CheckYamlDocumentCount(std::string_view text, size_t max_documents,
     while (parser.HandleNextDocument(events)) {
       if (++documents > max_documents) {
         return absl::InvalidArgumentError(
-            absl::StrCat(ToAbslView(source_name), ": more than ", max_documents,
-                         " documents (or YAML that never ends a document)"));
+            absl::StrCat(ToAbslView(source_name), ": documents exceed the limit of ", max_documents,
+                         " (or the YAML never ends a document)"));
       }
     }
   } catch (const YAML::Exception&) {

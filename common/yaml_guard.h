@@ -13,7 +13,7 @@
 namespace rxfleet::common {
 
 /// Walks `text` with YAML::Parser and a no-op event handler, counting documents. Returns
-/// InvalidArgument "SOURCE: more than MAX documents" as soon as the count exceeds
+/// InvalidArgument "SOURCE: documents exceed the limit of MAX ..." as soon as the count exceeds
 /// `max_documents`; OK otherwise, including for malformed YAML (the caller's LoadAll then
 /// reports the error with its position). Call before YAML::LoadAll.
 absl::Status CheckYamlDocumentCount(std::string_view text, size_t max_documents,
