@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ namespace {
 
 using ::rxfleet::testing::BinaryPath;
 using ::rxfleet::testing::ChildProcess;
+using ::rxfleet::testing::EmulatorPath;
+using ::rxfleet::testing::LabPath;
 using ::rxfleet::testing::ProcessResult;
 using ::rxfleet::testing::ReadTextFile;
 using ::rxfleet::testing::RunProcess;
@@ -151,6 +154,43 @@ class SecurityTest : public ::testing::Test {
     }
     stream->WritesDone();
     return stream->Finish();
+  }
+
+  // rxfleet-agent under the emulator (lab "demo"), linked to the server over TLS with the
+  // certificate of `cert_host`, saying Hello as `host_id`.
+  std::unique_ptr<ChildProcess> StartAgent(const std::string& host_id,
+                                           const std::string& cert_host) {
+    const std::string dir = dir_.File("agent-" + host_id);
+    std::filesystem::create_directories(dir + "/tmp");
+    auto child = ChildProcess::Start({EmulatorPath(),
+                                      "--lab",
+                                      LabPath("demo"),
+                                      "--state-out",
+                                      dir + "/state.json",
+                                      "--timeout",
+                                      "300",
+                                      "--",
+                                      BinaryPath("agent/rxfleet-agent"),
+                                      "--standalone",
+                                      "--server",
+                                      address_,
+                                      "--tls-ca",
+                                      Tls("ca.crt"),
+                                      "--tls-cert",
+                                      Tls("agent-" + cert_host + ".crt"),
+                                      "--tls-key",
+                                      Tls("agent-" + cert_host + ".key"),
+                                      "--host-id",
+                                      host_id,
+                                      "--state-dir",
+                                      dir + "/state",
+                                      "--status-socket",
+                                      "none",
+                                      "--metrics-address",
+                                      "none"},
+                                     {"TMPDIR=" + dir + "/tmp"});
+    EXPECT_TRUE(child.ok()) << child.status();
+    return child.ok() ? *std::move(child) : nullptr;
   }
 
   TempDir dir_{"rxfleet-security"};
@@ -298,6 +338,38 @@ TEST_F(SecurityTest, RolesTokensAndAudit) {
   ProcessResult table = Ctl(viewer, {"get", "events", "--audit"});
   EXPECT_EQ(table.exit_code, 0) << table.stderr_text;
   EXPECT_THAT(table.stdout_text, HasSubstr("token:ops"));
+}
+
+// The real agent links over TLS with its own certificate; with another host's certificate it
+// is refused and never registers.
+TEST_F(SecurityTest, AgentProcessesLinkWithTheirOwnCertificateOnly) {
+  std::unique_ptr<ChildProcess> good = StartAgent("host-a", "host-a");
+  std::unique_ptr<ChildProcess> impostor = StartAgent("host-c", "host-b");
+  ASSERT_NE(good, nullptr);
+  ASSERT_NE(impostor, nullptr);
+  auto denied = server_->WaitForLineContaining(
+      Stream::kStderr, "Hello claims host_id 'host-c' but the client certificate is for 'host-b'",
+      absl::Seconds(120));
+  EXPECT_TRUE(denied.ok()) << denied.status();
+  const std::string viewer = NewToken("watcher", "viewer");
+  // Poll the API until host-a is connected (deadline 120 s).
+  ProcessResult hosts;
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  bool host_a_connected = false;
+  while (!host_a_connected && absl::Now() < deadline) {
+    hosts = Ctl(viewer, {"get", "hosts", "host-a", "-o", "json"});
+    const nlohmann::json host = nlohmann::json::parse(hosts.stdout_text, nullptr, false);
+    host_a_connected = hosts.exit_code == 0 && host.is_object() && host.contains("status") &&
+                       host["status"].is_object() && host["status"].value("connected", false);
+    if (!host_a_connected) absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_TRUE(host_a_connected) << hosts.stdout_text << hosts.stderr_text;
+  hosts = Ctl(viewer, {"get", "hosts", "-o", "json"});
+  ASSERT_EQ(hosts.exit_code, 0) << hosts.stderr_text;
+  EXPECT_THAT(hosts.stdout_text, HasSubstr("host-a"));
+  EXPECT_THAT(hosts.stdout_text, Not(HasSubstr("host-c")));
+  good->Terminate(absl::Seconds(15));
+  impostor->Terminate(absl::Seconds(15));
 }
 
 }  // namespace
