@@ -9,7 +9,7 @@ BUILD_DIR := build/$(PRESET)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps configure build test test-asan fuzz demo format tidy clean
+.PHONY: all deps configure build test test-asan fuzz demo demo-smoke format tidy clean
 
 all: build
 
@@ -44,8 +44,14 @@ fuzz: deps
 	cmake --build --preset fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@scripts/run-fuzz build/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# The whole system on this machine, no adapters needed: server, three emulated hosts' agents,
+# Prometheus via HTTP SD, a policy change and an experiment; runs until Ctrl-C.
 demo: build
 	@scripts/demo $(BUILD_DIR)
+
+# The same tour without waiting, with assertions (also ctest e2e_demo_smoke in `make test`).
+demo-smoke: build
+	@scripts/demo --smoke $(BUILD_DIR)
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -12,6 +12,7 @@ rxfleet_library(rxfleet_agent_app
     rxfleet_agent_status
     rxfleet_agent_metrics
     rxfleet_agent_collectors
+    rxfleet_agent_experiments
     rxfleet_agent_usb
     rxfleet_agent_sysfs
     rxfleet_common

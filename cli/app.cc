@@ -1,5 +1,7 @@
 #include "cli/app.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 #include <utility>
@@ -12,7 +14,7 @@
 #include "cli/commands/delete.h"
 #include "cli/commands/describe.h"
 #include "cli/commands/diff.h"
-#include "cli/commands/events.h"
+#include "cli/commands/experiment.h"
 #include "cli/commands/get.h"
 #include "cli/commands/status.h"
 #include "cli/commands/watch.h"
@@ -49,6 +51,7 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
   app->set_version_flag("--version", absl::StrCat(kProgram, " ", kVersion));
   app->footer(
       "Examples:\n  rxfleetctl get adapters -o wide\n  rxfleetctl apply -f policy.yaml\n"
+      "  rxfleetctl experiment create -f hold-ab.yaml\n"
       "  rxfleetctl --local status\n\n"
       "Connection: flag > RXFLEET_SERVER / RXFLEET_TOKEN > ~/.config/rxfleet/config.yaml > "
       "default (127.0.0.1:7443, TLS). Reference: docs/CLI.md, docs/SECURITY.md");
@@ -88,11 +91,11 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
 
   // The verbs. Adding one means one file in cli/commands/ and one line here.
   AddGetCommand(*app, selected);
-  AddGetEventsCommand(*app, selected);
   AddDescribeCommand(*app, selected);
   AddApplyCommand(*app, selected);
   AddDiffCommand(*app, selected);
   AddDeleteCommand(*app, selected);
+  AddExperimentCommand(*app, selected);
   AddWatchCommand(*app, selected);
   AddStatusCommand(*app, selected);
   AddCompletionCommand(*app, selected);
@@ -122,6 +125,7 @@ Environment ProcessEnvironment(std::stop_token stop) {
     return std::string(value);
   };
   env.now = [] { return absl::Now(); };
+  env.stdin_is_terminal = isatty(STDIN_FILENO) == 1;
   env.stop = std::move(stop);
   env.connect_fleet = [](const ConnectionSettings& settings, std::stop_token token) {
     return ConnectFleet(settings, std::move(token));
@@ -168,6 +172,7 @@ int RunRxfleetctl(const std::vector<std::string>& args, const Environment& env) 
   CommandContext ctx;
   ctx.streams = env.streams;
   ctx.now = env.now();
+  ctx.stdin_is_terminal = env.stdin_is_terminal;
   ctx.stop = env.stop;
   ctx.fleet = [&]() -> absl::StatusOr<FleetClient*> {
     if (!fleet) {
@@ -197,6 +202,9 @@ int RunRxfleetctl(const std::vector<std::string>& args, const Environment& env) 
   const absl::Status status = selected.run(ctx);
   env.streams.out->flush();
   if (!status.ok()) err << "error: " << status.message() << "\n";
+  if (IsUsageError(status)) {
+    err << "Run '" << kProgram << " " << selected.path << " --help' for usage.\n";
+  }
   return ExitCodeForStatus(status);
 }
 

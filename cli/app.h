@@ -28,8 +28,8 @@ struct GlobalOptions {
 };
 
 /// Builds the command tree: global flags on the root and the verbs in this explicit list:
-/// get, describe, apply, diff, delete, watch, status, completion. Parsing fills `global` and
-/// `selected`, which must outlive the returned app.
+/// get, describe, apply, diff, delete, experiment, watch, status, completion. Parsing fills
+/// `global` and `selected`, which must outlive the returned app.
 std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selected);
 
 /// Reads the connection flags of `global` as given on the command line (`app` tells which
@@ -41,6 +41,8 @@ struct Environment {
   Streams streams;
   EnvLookup getenv;
   std::function<absl::Time()> now;
+  /// Whether standard input is a terminal (isatty), for confirmation prompts.
+  bool stdin_is_terminal = false;
   /// Triggered on SIGINT/SIGTERM.
   std::stop_token stop;
   std::function<absl::StatusOr<std::unique_ptr<FleetClient>>(const ConnectionSettings&,

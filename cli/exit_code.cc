@@ -1,8 +1,11 @@
 #include "cli/exit_code.h"
 
+#include "cli/commands/command.h"
+
 namespace rxfleet::cli {
 
 int ExitCodeForStatus(const absl::Status& status) {
+  if (!status.ok() && IsUsageError(status)) return kExitUsage;
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return kExitOk;

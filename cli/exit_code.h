@@ -17,7 +17,8 @@ enum ExitCode : int {
 /// The one place where a command's result becomes an exit code:
 /// OK -> 0; NOT_FOUND -> 3; ABORTED and ALREADY_EXISTS -> 4; CANCELLED -> 130; anything else
 /// (INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, ...) -> 1.
-/// Usage errors never reach here: the command-line parser reports them (exit 2).
+/// A status made by UsageError (cli/commands/command.h) -> 2: usage errors found after
+/// parsing; the command-line parser reports the others itself (exit 2).
 int ExitCodeForStatus(const absl::Status& status);
 
 }  // namespace rxfleet::cli

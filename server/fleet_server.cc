@@ -12,6 +12,7 @@
 #include "server/api/fleet_service.h"
 #include "server/api/work_queue.h"
 #include "server/auth/authorizer.h"
+#include "server/experiments/controller.h"
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/log.h"
@@ -113,32 +114,54 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                          " fails validation and will be NACKed by agents: ", reason,
                                          " (fix it with ApplyPolicy or delete it)"));
   }
-  RegistryOptions registry_options;
-  registry_options.stale_after = options.stale_after;
-  s.registry_ = std::make_unique<Registry>(registry_options, std::move(state->hosts));
   EventLogOptions event_options;
   event_options.max_events = options.max_events;
   event_options.max_age = options.event_max_age;
   s.events_ = std::make_unique<EventLog>(event_options, std::move(state->events),
                                          state->last_event_version);
+  RegistryOptions registry_options;
+  registry_options.stale_after = options.stale_after;
+  registry_options.on_adapter_event = [events = s.events_.get()](v1::Event event, absl::Time now) {
+    events->Record(std::move(event), now);
+  };
+  s.registry_ = std::make_unique<Registry>(registry_options, std::move(state->hosts));
 
+  if (options.experiment_retention <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("experiment-retention must be positive");
+  }
   AgentServiceOptions agent_options;
   // Agents send a keep-alive at least every report interval; the server marks a host stale
   // after three silent intervals.
   agent_options.report_interval = options.stale_after / 3;
   agent_options.require_client_certificate = options.tls.has_value();
   agent_options.hello_timeout = options.hello_timeout;
-  s.agent_service_ = std::make_unique<AgentServiceImpl>(
-      agent_options, AgentServiceDeps{s.registry_.get(), s.policies_.get(), s.events_.get(),
-                                      s.metrics_.get(), s.auth_.get()});
-  s.debouncer_ = std::make_unique<Debouncer>(
-      options.push_debounce, [agent = s.agent_service_.get()] { agent->PushCurrentBundle(); });
+  // The debouncer's action reaches the agent service through this pointer, set below: the
+  // experiment controller needs the FleetApi, which needs the debouncer.
+  s.debouncer_ = std::make_unique<Debouncer>(options.push_debounce, [&s] {
+    if (s.agent_service_ != nullptr) s.agent_service_->PushCurrentBundle();
+  });
   s.fleet_api_ = std::make_unique<FleetApi>(
       FleetApiDeps{s.store_.get(), s.registry_.get(), s.policies_.get(), s.events_.get(),
                    s.metrics_.get(), [debouncer = s.debouncer_.get()] { debouncer->Trigger(); }});
+  ExperimentControllerOptions experiment_options;
+  experiment_options.retention = options.experiment_retention;
+  FleetApi* api = s.fleet_api_.get();
+  absl::StatusOr<std::unique_ptr<ExperimentController>> experiments = ExperimentController::Create(
+      experiment_options,
+      ExperimentControllerDeps{s.store_.get(), s.registry_.get(), s.events_.get(), s.metrics_.get(),
+                               [api] { return api->BumpBundleVersion(); },
+                               [api](const v1::ApplyPolicyRequest& request) {
+                                 return api->ApplyPolicy(request, Caller{"experiment promotion"});
+                               }});
+  if (!experiments.ok()) return experiments.status();
+  s.experiments_ = *std::move(experiments);
+  s.agent_service_ = std::make_unique<AgentServiceImpl>(
+      agent_options, AgentServiceDeps{s.registry_.get(), s.policies_.get(), s.events_.get(),
+                                      s.metrics_.get(), s.auth_.get(), s.experiments_.get()});
   s.work_ = std::make_unique<WorkQueue>(options.api_threads, kApiBacklog);
-  s.fleet_service_ = std::make_unique<FleetServiceImpl>(
-      s.fleet_api_.get(), s.events_.get(), s.work_.get(), s.auth_.get(), s.tokens_.get());
+  s.fleet_service_ =
+      std::make_unique<FleetServiceImpl>(s.fleet_api_.get(), s.events_.get(), s.work_.get(),
+                                         s.auth_.get(), s.tokens_.get(), s.experiments_.get());
 
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would then share it
@@ -179,6 +202,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
         "can reach it can change policies and speak for any host (docs/SECURITY.md)");
   }
   s.flusher_ = std::thread([&s] { s.FlushLoop(); });
+  s.experiments_->Run();
   std::shared_ptr<const PolicySnapshot> snapshot = s.policies_->snapshot();
   Log(LogLevel::kInfo,
       absl::StrCat(
@@ -206,8 +230,9 @@ void FleetServer::Shutdown(absl::Duration grace) {
   agent_service_->Shutdown();
   fleet_service_->Shutdown();
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  debouncer_.reset();  // no more pushes
-  work_.reset();       // finishes queued API calls
+  work_.reset();             // finishes queued API calls
+  experiments_->Shutdown();  // no more ticks; buffered windows written
+  debouncer_.reset();        // no more pushes
   if (flusher_.joinable()) flusher_.join();
   Flush();  // the last registry changes
   http_.reset();

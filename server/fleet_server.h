@@ -24,6 +24,7 @@ class AgentServiceImpl;
 class Authorizer;
 class Debouncer;
 class EventLog;
+class ExperimentController;
 class FleetApi;
 class FleetServiceImpl;
 class HttpServer;
@@ -65,6 +66,8 @@ struct FleetServerOptions {
   /// Events kept, and their maximum age.
   size_t max_events = 10000;
   absl::Duration event_max_age = absl::Hours(24 * 7);
+  /// Metric windows of experiments that ended longer ago than this are deleted.
+  absl::Duration experiment_retention = absl::Hours(24 * 30);
   /// FleetService worker threads (handlers that read the registry and write SQLite).
   size_t api_threads = 2;
   /// Smallest interval between client pings without data that the server tolerates (see
@@ -126,6 +129,7 @@ class FleetServer {
   std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<FleetApi> fleet_api_;
+  std::unique_ptr<ExperimentController> experiments_;
   std::unique_ptr<WorkQueue> work_;
   std::unique_ptr<FleetServiceImpl> fleet_service_;
   std::unique_ptr<Debouncer> debouncer_;

@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
   options.http_listen = std::string(rxfleet::server::kDefaultHttpListen);
   std::string stale_after = "5m";
   std::string push_debounce = "100ms";
+  std::string experiment_retention = "720h";
 
   CLI::App app(
       "rxfleet-server: fleet registry of rxfleet agents, versioned RX aggregation policies "
@@ -128,6 +129,11 @@ int main(int argc, char** argv) {
                  "push policy changes made within this window after the first one together "
                  "(0..10s)")
       ->default_val(push_debounce)
+      ->check(DurationValidator());
+  app.add_option("--experiment-retention", experiment_retention,
+                 "delete the metric windows of experiments that ended longer ago than this "
+                 "(the experiments themselves are kept)")
+      ->default_val(experiment_retention)
       ->check(DurationValidator());
   std::string tls_cert;
   std::string tls_key;
@@ -185,6 +191,7 @@ int main(int argc, char** argv) {
   if (options.http_listen == "none") options.http_listen.clear();
   (void)absl::ParseDuration(stale_after, &options.stale_after);
   (void)absl::ParseDuration(push_debounce, &options.push_debounce);
+  (void)absl::ParseDuration(experiment_retention, &options.experiment_retention);
 
   // Debian's Abseil is built with its debug checks, which include a lock-order graph updated on
   // every mutex acquisition (a measurable share of a 10,000-agent fan-out). The tests keep it on

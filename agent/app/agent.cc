@@ -1,6 +1,7 @@
 #include "agent/app/agent.h"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "agent/collectors/icmp_prober.h"
 #include "agent/collectors/netdev_stats.h"
 #include "agent/collectors/sampler.h"
+#include "agent/experiments/experiment_windows.h"
 #include "agent/metrics/adapter_metrics.h"
 #include "agent/metrics/metrics_server.h"
 #include "agent/status/adapter_proto.h"
@@ -97,7 +99,9 @@ std::string LabelsText(const std::map<std::string, std::string>& labels) {
 // adapter series follow every change.
 class Agent::Telemetry : public AdapterObserver {
  public:
-  Telemetry(const AgentOptions& options, LogSink log)
+  Telemetry(const AgentOptions& options, LogSink log,
+            ExperimentWindowCollector::AdapterStates register_states,
+            ExperimentWindowSink window_sink)
       : log_(std::move(log)),
         registry_(std::make_shared<prometheus::Registry>()),
         adapters_(*registry_),
@@ -108,7 +112,14 @@ class Agent::Telemetry : public AdapterObserver {
                      .Help("Local policy file loads after start-up, by result (success, failure)")
                      .Register(*registry_)),
         reload_success_(reloads_.Add({{"result", "success"}})),
-        reload_failure_(reloads_.Add({{"result", "failure"}})) {
+        reload_failure_(reloads_.Add({{"result", "failure"}})),
+        metric_windows_(prometheus::BuildCounter()
+                            .Name("rxfleet_agent_metric_windows_total")
+                            .Help("Experiment metric windows by result: sent (the server stream "
+                                  "accepted it), dropped (pushed out of the full queue)")
+                            .Register(*registry_)),
+        windows_sent_(metric_windows_.Add({{"result", "sent"}})),
+        windows_dropped_(metric_windows_.Add({{"result", "dropped"}})) {
     if (!options.probe_target.empty()) {
       IcmpProberOptions probe;
       probe.procfs_root = options.procfs_root;
@@ -123,9 +134,15 @@ class Agent::Telemetry : public AdapterObserver {
     }
     window_ = std::make_unique<WindowTracker>(&netdev_, &cpu_, prober_.get(),
                                               WindowOptions{options.metric_window});
-    sampler_ = std::make_unique<Sampler>(*registry_,
-                                         std::vector<Collector*>{&netdev_, &cpu_, window_.get()},
-                                         SamplerOptions{absl::Seconds(1), CollectorLog()});
+    ExperimentWindowOptions experiment_options;
+    experiment_options.default_length = options.metric_window;
+    experiment_windows_ = std::make_unique<ExperimentWindowCollector>(
+        &netdev_, &cpu_, prober_.get(), std::move(register_states), std::move(window_sink),
+        experiment_options);
+    sampler_ = std::make_unique<Sampler>(
+        *registry_,
+        std::vector<Collector*>{&netdev_, &cpu_, window_.get(), experiment_windows_.get()},
+        SamplerOptions{absl::Seconds(1), CollectorLog()});
   }
 
   ~Telemetry() override { Stop(); }
@@ -160,6 +177,29 @@ class Agent::Telemetry : public AdapterObserver {
   }
 
   void CountReload(bool ok) { (ok ? reload_success_ : reload_failure_).Increment(); }
+
+  void SetMetricWindowLength(absl::Duration length) {
+    window_->SetLength(length);
+    experiment_windows_->cutter().SetDefaultLength(length);
+  }
+
+  void CountMetricWindow(std::string_view result) {
+    if (result == "sent") windows_sent_.Increment();
+    if (result == "dropped") windows_dropped_.Increment();
+  }
+
+  // Closes the experiment windows at this instant: with new assignments (before they can
+  // reach the registers) or without (an assignment's period ends now). Runs one sampler tick
+  // on the calling thread (serialised with the sampler's own ticks).
+  void CutExperimentWindows(
+      std::optional<std::pair<uint64_t, std::vector<ExperimentAssignment>>> assignments) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (assignments.has_value()) {
+      experiment_windows_->cutter().SetAssignments(assignments->first,
+                                                   std::move(assignments->second), now);
+    }
+    sampler_->RunOnce(now);
+  }
 
   std::map<std::string, AdapterWindow> LastWindows() const { return window_->LastWindows(); }
   uint64_t completed_windows() const { return window_->completed_windows(); }
@@ -242,7 +282,11 @@ class Agent::Telemetry : public AdapterObserver {
   prometheus::Counter& reload_success_;
   prometheus::Counter& reload_failure_;
   std::unique_ptr<IcmpProber> prober_;
+  prometheus::Family<prometheus::Counter>& metric_windows_;
+  prometheus::Counter& windows_sent_;
+  prometheus::Counter& windows_dropped_;
   std::unique_ptr<WindowTracker> window_;
+  std::unique_ptr<ExperimentWindowCollector> experiment_windows_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<MetricsServer> server_;
   // Loop thread only (observer callbacks).
@@ -344,7 +388,10 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
   agent->manager_->SetHostContext(agent->labels_, agent->options_.host_id);
   agent->manager_->SetWakeCallback([raw = agent.get()] { raw->Wake(); });
   if (agent->options_.mode == AgentMode::kStandalone) {
-    agent->telemetry_ = std::make_unique<Telemetry>(agent->options_, agent->log_);
+    Agent* raw = agent.get();
+    agent->telemetry_ = std::make_unique<Telemetry>(
+        agent->options_, agent->log_, [raw] { return raw->RegisterStates(); },
+        [raw](ExperimentWindow window) { raw->DeliverMetricWindow(std::move(window)); });
     agent->manager_->AddObserver(agent->telemetry_.get());
   }
   agent->PublishPolicies();
@@ -406,6 +453,9 @@ absl::Status Agent::SetServerBundle(uint64_t version, std::vector<common::Policy
   }
   const size_t policy_count = bundle.policies.size();
   const size_t assignment_count = bundle.assignments.size();
+  // Close the experiment windows of the previous bundle before its successor can change a
+  // register, so no window mixes two arms.
+  if (telemetry_) telemetry_->CutExperimentWindows(std::make_pair(version, bundle.assignments));
   {
     absl::MutexLock lock(&mu_);
     bundle_ = std::move(bundle);
@@ -433,6 +483,39 @@ std::map<std::string, AdapterWindow> Agent::LastMetricWindows() const {
 
 uint64_t Agent::completed_metric_windows() const {
   return telemetry_ ? telemetry_->completed_windows() : 0;
+}
+
+void Agent::SetMetricWindowSink(ExperimentWindowSink sink) {
+  absl::MutexLock lock(&mu_);
+  window_sink_ = std::move(sink);
+}
+
+void Agent::SetMetricWindowLength(absl::Duration length) {
+  if (telemetry_) telemetry_->SetMetricWindowLength(length);
+}
+
+void Agent::CountMetricWindow(std::string_view result) {
+  if (telemetry_) telemetry_->CountMetricWindow(result);
+}
+
+void Agent::DeliverMetricWindow(ExperimentWindow window) {
+  // Under the lock, so a sink being replaced (SetMetricWindowSink(nullptr)) is not called
+  // afterwards. The sink only queues.
+  absl::MutexLock lock(&mu_);
+  if (window_sink_) window_sink_(std::move(window));
+}
+
+std::map<std::string, AdapterRegisterState> Agent::RegisterStates() const {
+  std::map<std::string, AdapterRegisterState> states;
+  for (const AdapterSnapshot& s : manager_->Snapshots()) {
+    if (s.device_class != DeviceClass::kSupported) continue;
+    AdapterRegisterState& state = states[s.id];
+    state.present = s.present && s.phase != AdapterPhase::kGone;
+    state.verified = s.phase == AdapterPhase::kApplied;
+    if (s.observed_reg0 && s.layout)
+      state.fields = common::DecodeRxAgg(*s.layout, *s.observed_reg0);
+  }
+  return states;
 }
 
 void Agent::SetServerLinkStatus(v1::ServerLinkStatus status) {
@@ -623,7 +706,10 @@ absl::Status Agent::Run() {
       PollLocalPolicies(/*force=*/false);
       next_poll = now + options_.policy_poll_period;
     }
-    if (expiry && absl::Now() >= *expiry) manager_->RequeueAll();
+    if (expiry && absl::Now() >= *expiry) {
+      telemetry_->CutExperimentWindows(std::nullopt);  // the period's last window ends here
+      manager_->RequeueAll();
+    }
     manager_->ProcessEvents();
     if (manager_->TakeRescanRequest() || now >= next_rescan) {
       rescan();

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -15,6 +16,7 @@
 #include "agent/app/host_facts.h"
 #include "agent/app/local_policies.h"
 #include "agent/collectors/window.h"
+#include "agent/experiments/experiment_windows.h"
 #include "agent/reconcile/adapter_manager.h"
 #include "agent/reconcile/adapter_snapshot.h"
 #include "agent/reconcile/log.h"
@@ -77,6 +79,8 @@ struct AgentOptions {
 ///  - Snapshots()/Snapshot() give per-adapter state; AdapterSnapshotToProto
 ///    (agent/status/adapter_proto.h) turns one into a v1.Adapter;
 ///  - LastMetricWindows() gives the last completed metric window per adapter;
+///  - SetMetricWindowSink() receives every finished experiment window (adapters with an
+///    assignment; see ExperimentWindowCutter), CountMetricWindow() counts their fate;
 ///  - SetServerLinkStatus() feeds the link's state into the local status endpoint.
 class Agent {
  public:
@@ -131,6 +135,18 @@ class Agent {
 
   /// The local status answer (also what `rxfleetctl --local status` shows).
   v1::GetStatusResponse Status(bool include_gone) const;
+  /// Where finished experiment windows go (the server link); called on the sampler thread
+  /// with the agent's lock held (it must only queue). Without a sink they are discarded; after
+  /// SetMetricWindowSink(nullptr) returns the old sink is never called again. Any thread.
+  void SetMetricWindowSink(ExperimentWindowSink sink);
+  /// Adopts the server's metric window length (ServerConfig.metric_window_length) for the
+  /// metric windows and for experiment assignments without their own; non-positive lengths
+  /// are ignored. Any thread.
+  void SetMetricWindowLength(absl::Duration length);
+  /// Counts one experiment window in rxfleet_agent_metric_windows_total{result} ("sent",
+  /// "dropped"; other words are ignored). Any thread.
+  void CountMetricWindow(std::string_view result);
+
   /// Server link state for the status answer (default: standalone).
   void SetServerLinkStatus(v1::ServerLinkStatus status);
 
@@ -145,6 +161,9 @@ class Agent {
 
   Agent(AgentOptions options, std::unique_ptr<DeviceSource> source, LogSink log);
   void PollLocalPolicies(bool force);
+  void DeliverMetricWindow(ExperimentWindow window);
+  /// Register state of every supported adapter, for the experiment windows.
+  std::map<std::string, AdapterRegisterState> RegisterStates() const;
   void PublishPolicies();
   void Wake();
 
@@ -173,6 +192,7 @@ class Agent {
   v1::LocalPolicyFileStatus local_status_ ABSL_GUARDED_BY(mu_);
   v1::ServerLinkStatus link_status_ ABSL_GUARDED_BY(mu_);
   std::string metrics_bound_ ABSL_GUARDED_BY(mu_);
+  ExperimentWindowSink window_sink_ ABSL_GUARDED_BY(mu_);
 };
 
 /// Host id check: 1..63 characters of [a-z0-9.-], starting and ending alphanumeric.

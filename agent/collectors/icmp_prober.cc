@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -214,8 +215,8 @@ struct IcmpProber::Adapter {
   prometheus::Counter* sent = nullptr;
   prometheus::Counter* lost = nullptr;
   prometheus::Gauge* target_info = nullptr;
-  std::string target;  // resolved target of the last round
-  ProbeWindowStats window;
+  std::string target;                                     // resolved target of the last round
+  std::array<ProbeWindowStats, kProbeConsumers> windows;  // one per ProbeConsumer
   std::shared_ptr<Socket> socket;
   uint32_t consecutive_lost = 0;
   uint16_t seq = 0;
@@ -635,12 +636,12 @@ void IcmpProber::ProbeOnce() {
 
     if (p.counted_sent) {
       a.sent->Increment();
-      ++a.window.sent;
+      for (ProbeWindowStats& w : a.windows) ++w.sent;
     }
     if (p.rtt_seconds.has_value()) {
       a.rtt->Observe(*p.rtt_seconds);
-      if (a.window.rtt_seconds.size() < kMaxWindowSamples) {
-        a.window.rtt_seconds.push_back(*p.rtt_seconds);
+      for (ProbeWindowStats& w : a.windows) {
+        if (w.rtt_seconds.size() < kMaxWindowSamples) w.rtt_seconds.push_back(*p.rtt_seconds);
       }
       a.consecutive_lost = 0;
       SetStateLocked(a, ProbeState::kOk, "");
@@ -648,7 +649,7 @@ void IcmpProber::ProbeOnce() {
     }
     if (p.lost) {
       a.lost->Increment();
-      ++a.window.lost;
+      for (ProbeWindowStats& w : a.windows) ++w.lost;
     }
     if (p.state.has_value()) {
       a.consecutive_lost = 0;
@@ -673,10 +674,11 @@ std::optional<ProbeState> IcmpProber::State(std::string_view adapter_id) const {
   return it->second->state;
 }
 
-std::map<std::string, ProbeWindowStats> IcmpProber::TakeWindowStats() {
+std::map<std::string, ProbeWindowStats> IcmpProber::TakeWindowStats(ProbeConsumer consumer) {
   absl::MutexLock lock(&mu_);
   std::map<std::string, ProbeWindowStats> out;
-  for (auto& [id, a] : adapters_) out[id] = std::exchange(a->window, ProbeWindowStats{});
+  const size_t slot = static_cast<size_t>(consumer);
+  for (auto& [id, a] : adapters_) out[id] = std::exchange(a->windows[slot], ProbeWindowStats{});
   return out;
 }
 

@@ -77,6 +77,13 @@ struct ProbeWindowStats {
   uint64_t lost = 0;
 };
 
+/// Who takes window statistics from the prober; each has its own accumulation.
+enum class ProbeConsumer : uint8_t {
+  kMetricWindow = 0,      ///< WindowTracker (--metric-window)
+  kExperimentWindow = 1,  ///< experiment metric windows
+};
+inline constexpr size_t kProbeConsumers = 2;
+
 struct IcmpProberOptions {
   /// Time between the starts of two probe rounds (one echo request per adapter per round).
   /// 10 ms .. 1 h. Default 1 s.
@@ -152,9 +159,11 @@ class IcmpProber {
   /// Current state of `adapter_id`, nullopt for unknown ids.
   std::optional<ProbeState> State(std::string_view adapter_id) const;
 
-  /// Returns and clears every adapter's samples and counts since the previous call (used by
-  /// WindowTracker; one consumer only).
-  std::map<std::string, ProbeWindowStats> TakeWindowStats();
+  /// Returns and clears every adapter's samples and counts since the previous call by the same
+  /// consumer (each consumer has its own accumulation: WindowTracker and the experiment
+  /// windows cut at different times).
+  std::map<std::string, ProbeWindowStats> TakeWindowStats(
+      ProbeConsumer consumer = ProbeConsumer::kMetricWindow);
 
   /// Number of completed rounds (each ProbeOnce counts).
   uint64_t rounds() const;

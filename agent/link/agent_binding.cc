@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "agent/experiments/metric_window_proto.h"
 #include "agent/status/adapter_proto.h"
+#include "common/proto/time.h"
 #include "rxfleet/version.h"
 
 namespace rxfleet::agent {
@@ -26,7 +28,8 @@ v1::Hello AgentHello(const Agent& agent) {
   hello.set_host_id(agent.host_id());
   for (const auto& [key, value] : agent.labels()) (*hello.mutable_labels())[key] = value;
   hello.set_agent_version(std::string(rxfleet::kVersion));
-  for (const char* capability : {"rx_agg.v1", "rx_agg.v2", "rx_agg.v3", "local_policy"}) {
+  for (const char* capability :
+       {"rx_agg.v1", "rx_agg.v2", "rx_agg.v3", "local_policy", "experiments", "metric_windows"}) {
     hello.add_capabilities(capability);
   }
   const HostFacts& facts = agent.host_facts();
@@ -58,11 +61,20 @@ absl::StatusOr<std::unique_ptr<AgentLinkBinding>> AgentLinkBinding::Create(
   options.on_status = [agent](const v1::ServerLinkStatus& status) {
     agent->SetServerLinkStatus(status);
   };
+  options.on_config = [agent](const v1::ServerConfig& config) {
+    if (config.has_metric_window_length()) {
+      agent->SetMetricWindowLength(common::DurationFromProto(config.metric_window_length()));
+    }
+  };
+  options.on_metric_window = [agent](std::string_view result) { agent->CountMetricWindow(result); };
   absl::StatusOr<std::unique_ptr<ServerLink>> link =
       ServerLink::Create(std::move(options), binding.get());
   if (!link.ok()) return link.status();
   binding->link_ = *std::move(link);
   agent->AddObserver(binding.get());
+  agent->SetMetricWindowSink([link = binding->link_.get()](ExperimentWindow window) {
+    link->SendMetricWindow(MetricWindowToProto(window));
+  });
   return binding;
 }
 
@@ -71,7 +83,9 @@ AgentLinkBinding::~AgentLinkBinding() { Stop(); }
 void AgentLinkBinding::Start() { link_->Start(); }
 
 void AgentLinkBinding::Stop() {
-  if (link_ != nullptr) link_->Stop();
+  if (link_ == nullptr) return;
+  agent_->SetMetricWindowSink(nullptr);
+  link_->Stop();
 }
 
 absl::Status AgentLinkBinding::ApplyServerBundle(const ServerBundle& bundle) {

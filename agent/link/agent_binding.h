@@ -16,9 +16,9 @@
 namespace rxfleet::agent {
 
 /// The Hello the agent sends: host id, effective labels, rxfleet::kVersion, capabilities
-/// (rx_agg.v1..v3, local_policy), host facts and its metrics address as Prometheus should
-/// reach it (a wildcard host such as 0.0.0.0 or [::] is replaced by the host name; empty when
-/// metrics are off).
+/// (rx_agg.v1..v3, local_policy, experiments, metric_windows), host facts and its metrics address
+/// as Prometheus should reach it (a wildcard host such as 0.0.0.0 or [::] is replaced by the host
+/// name; empty when metrics are off).
 v1::Hello AgentHello(const Agent& agent);
 
 class AgentLinkBinding final : public BundleSink, public AdapterObserver {

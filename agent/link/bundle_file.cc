@@ -131,6 +131,12 @@ absl::StatusOr<ServerBundle> ServerBundleFromProto(const v1::PolicyBundle& bundl
     if (a.has_period_end_time()) {
       assignment.period_end = common::TimeFromProto(a.period_end_time());
     }
+    if (a.has_period_start_time()) {
+      assignment.period_start = common::TimeFromProto(a.period_start_time());
+    }
+    assignment.experiment_generation = a.experiment_generation();
+    assignment.window_length = common::DurationFromProto(a.window_length());
+    assignment.burn_in = common::DurationFromProto(a.burn_in());
     out.assignments.push_back(std::move(assignment));
   }
   return out;

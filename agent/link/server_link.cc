@@ -1,6 +1,7 @@
 #include "agent/link/server_link.h"
 
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -32,6 +33,9 @@ absl::StatusOr<std::unique_ptr<ServerLink>> ServerLink::Create(ServerLinkOptions
     return absl::InvalidArgumentError("the server link needs a host id");
   }
   if (sink == nullptr) return absl::InvalidArgumentError("the server link needs a bundle sink");
+  if (options.max_queued_windows == 0) {
+    return absl::InvalidArgumentError("max_queued_windows must be at least 1");
+  }
   if (options.keepalive_time <= absl::ZeroDuration() ||
       options.keepalive_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("keepalive time and timeout must be positive");
@@ -120,6 +124,33 @@ void ServerLink::ReportRemoved(const std::string& adapter_id) {
     changed_.erase(adapter_id);
     removed_.insert(adapter_id);
   }
+}
+
+void ServerLink::SendMetricWindow(v1::MetricWindow window) {
+  absl::MutexLock lock(&mu_);
+  v1::AgentMessage message;
+  *message.mutable_metric_window() = std::move(window);
+  windows_.emplace_back(next_window_seq_++, std::move(message));
+  while (windows_.size() > options_.max_queued_windows) {
+    windows_.pop_front();
+    ++windows_dropped_;
+    if (options_.on_metric_window) options_.on_metric_window("dropped");
+  }
+}
+
+size_t ServerLink::queued_metric_windows() const {
+  absl::MutexLock lock(&mu_);
+  return windows_.size();
+}
+
+uint64_t ServerLink::metric_windows_sent() const {
+  absl::MutexLock lock(&mu_);
+  return windows_sent_;
+}
+
+uint64_t ServerLink::metric_windows_dropped() const {
+  absl::MutexLock lock(&mu_);
+  return windows_dropped_;
 }
 
 v1::ServerLinkStatus ServerLink::status() const {
@@ -215,6 +246,7 @@ grpc::Status ServerLink::RunStream() {
       {
         absl::MutexLock lock(&mu_);
         if (interval > absl::ZeroDuration()) report_interval_ = interval;
+        stream_configured_ = true;  // the server answered: windows may go out
         if (!configured) {
           status_.set_state(v1::SERVER_LINK_STATE_CONNECTED);
           *status_.mutable_last_connect_time() = common::TimeToProto(absl::Now());
@@ -222,6 +254,7 @@ grpc::Status ServerLink::RunStream() {
           ++streams_opened_;
         }
       }
+      if (options_.on_config) options_.on_config(message.config());
       if (!configured) {
         configured = true;
         backoff_.Reset();
@@ -236,6 +269,7 @@ grpc::Status ServerLink::RunStream() {
   {
     absl::MutexLock lock(&mu_);
     stream_open_ = false;
+    stream_configured_ = false;
   }
   writer.join();
   const grpc::Status status = stream->Finish();
@@ -250,15 +284,20 @@ void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::Server
   last_sent_ = absl::Now();
   while (true) {
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || !stream_open_ || !control_.empty() || !changed_.empty() ||
-             !removed_.empty();
+      return stopping_ || !stream_open_ || !control_.empty() ||
+             (stream_configured_ && !windows_.empty()) || !changed_.empty() || !removed_.empty();
     };
     mu_.AwaitWithDeadline(absl::Condition(&ready), last_sent_ + report_interval_);
     if (stopping_ || !stream_open_) return;
     v1::AgentMessage message;
+    std::optional<uint64_t> window_seq;  // set when `message` is the oldest queued window
     if (!control_.empty()) {
       message = std::move(control_.front());
       control_.pop_front();
+    } else if (stream_configured_ && !windows_.empty()) {
+      // Copied, not moved: the window stays queued until the stream accepted it.
+      window_seq = windows_.front().first;
+      message = windows_.front().second;
     } else {
       // Changes since the last update, or an empty keep-alive update when nothing changed.
       v1::AdapterUpdate* update = message.mutable_adapter_update();
@@ -274,6 +313,12 @@ void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::Server
       // The stream is broken; make the reader see it too.
       context->TryCancel();
       return;
+    }
+    if (window_seq.has_value()) {
+      // Unless the full queue dropped it meanwhile, it is still the oldest.
+      if (!windows_.empty() && windows_.front().first == *window_seq) windows_.pop_front();
+      ++windows_sent_;
+      if (options_.on_metric_window) options_.on_metric_window("sent");
     }
     last_sent_ = absl::Now();
   }

@@ -14,6 +14,12 @@
 // an exponential backoff (1 s doubling to 60 s by default) scaled by a random factor in
 // [0.5, 1] (jitter), reset once a stream has received its ServerConfig.
 //
+// Metric windows: finished experiment windows (SendMetricWindow) wait in a bounded queue
+// (ServerLinkOptions::max_queued_windows, oldest dropped first) and are written once the open
+// stream got its ServerConfig, after the control messages, so windows cut while the server is
+// unreachable are sent after the reconnect. A window leaves the queue only once the stream
+// accepted it (a window written just before a stream breaks can still be lost in transit).
+//
 // Keepalive: HTTP/2 pings every 20 s without data, 10 s timeout, also with no call open,
 // unlimited pings without data; the server accepts pings down to every 10 s (docs/SERVER.md).
 
@@ -27,7 +33,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -79,6 +87,15 @@ struct ServerLinkOptions {
   LogSink log;
   /// Called after every change of the link status (from the link's thread or Start()).
   std::function<void(const v1::ServerLinkStatus&)> on_status;
+  /// Called with every ServerConfig the server sends (from the link's thread), e.g. to adopt
+  /// its metric_window_length. Must not block.
+  std::function<void(const v1::ServerConfig&)> on_config;
+  /// Most finished metric windows kept while they cannot be sent; >= 1. The oldest is dropped
+  /// when a new one arrives at a full queue.
+  size_t max_queued_windows = 1000;
+  /// Counts metric windows by result: "sent" (the stream accepted it) or "dropped" (pushed out
+  /// of the full queue). Called with the link's lock held: must not call into the link.
+  std::function<void(std::string_view result)> on_metric_window;
 };
 
 class ServerLink {
@@ -102,6 +119,15 @@ class ServerLink {
   void ReportAdapter(const v1::Adapter& adapter);
   /// An adapter is gone for good. Any thread.
   void ReportRemoved(const std::string& adapter_id);
+  /// Queues one finished experiment metric window for the server (see the file comment). Any
+  /// thread; never blocks.
+  void SendMetricWindow(v1::MetricWindow window);
+
+  /// Metric windows waiting to be sent.
+  size_t queued_metric_windows() const;
+  /// Metric windows the stream accepted / dropped from the full queue since Start().
+  uint64_t metric_windows_sent() const;
+  uint64_t metric_windows_dropped() const;
 
   /// The link status (state, address, last connect, last error, bundle in effect, last NACK).
   v1::ServerLinkStatus status() const;
@@ -132,9 +158,16 @@ class ServerLink {
   std::map<std::string, v1::Adapter> adapters_ ABSL_GUARDED_BY(mu_);  // everything reported
   // Outbox of the open stream.
   bool stream_open_ ABSL_GUARDED_BY(mu_) = false;
+  // The open stream got the server's ServerConfig; metric windows wait for it.
+  bool stream_configured_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<v1::AgentMessage> control_ ABSL_GUARDED_BY(mu_);  // Hello, inventory, ACK/NACK
   std::map<std::string, v1::Adapter> changed_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> removed_ ABSL_GUARDED_BY(mu_);
+  // Finished metric windows with their sequence numbers; kept across streams.
+  std::deque<std::pair<uint64_t, v1::AgentMessage>> windows_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_window_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t windows_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t windows_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_sent_ ABSL_GUARDED_BY(mu_);
   absl::Duration report_interval_ ABSL_GUARDED_BY(mu_) = absl::Seconds(100);
   v1::ServerLinkStatus status_ ABSL_GUARDED_BY(mu_);

@@ -53,7 +53,7 @@ std::string_view AdapterStateName(AdapterState state) {
     case AdapterState::kStorageMode:
       return "storage_mode";
     case AdapterState::kOtherVendor:
-      return "other_vendor";
+      return "ignored_other_vendor";
     case AdapterState::kGone:
       return "gone";
     case AdapterState::kError:

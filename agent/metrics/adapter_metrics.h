@@ -42,7 +42,7 @@ enum class AdapterState : uint8_t {
   kDisabledByDriver,  ///< "disabled_by_driver": the driver turned RX aggregation off
   kUnsupported,       ///< "unsupported": chip/layout without a supported register layout
   kStorageMode,       ///< "storage_mode": enumerated as the virtual CD-ROM (0bda:1a2b)
-  kOtherVendor,       ///< "other_vendor": a Wi-Fi adapter that is not rtw89
+  kOtherVendor,       ///< "ignored_other_vendor": a Wi-Fi adapter that is not rtw89
   kGone,              ///< "gone": unplugged; kept until RemoveAdapter
   kError,             ///< "error": last reconcile failed (see rxfleet_adapter_failures_total)
 };
@@ -52,7 +52,7 @@ inline constexpr AdapterState kAllAdapterStates[] = {
     AdapterState::kOtherVendor,      AdapterState::kGone,        AdapterState::kError};
 
 /// "applied", "pending", "asleep", "disabled_by_driver", "unsupported", "storage_mode",
-/// "other_vendor", "gone", "error".
+/// "ignored_other_vendor", "gone", "error" (the API's AdapterState words).
 std::string_view AdapterStateName(AdapterState state);
 /// Inverse of AdapterStateName (exact match); nullopt for anything else.
 std::optional<AdapterState> ParseAdapterState(std::string_view name);

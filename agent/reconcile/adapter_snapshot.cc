@@ -19,7 +19,7 @@ std::string_view AdapterPhaseName(AdapterPhase phase) {
     case AdapterPhase::kStorageMode:
       return "storage_mode";
     case AdapterPhase::kOtherVendor:
-      return "other_vendor";
+      return "ignored_other_vendor";
     case AdapterPhase::kGone:
       return "gone";
     case AdapterPhase::kError:

@@ -44,6 +44,15 @@ absl::Status ValidateAssignment(const ExperimentAssignment& a,
                                                       common::kMinPolicyPriority,
                                                       common::kMaxPolicyPriority));
   }
+  if (a.window_length < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("window_length must not be negative");
+  }
+  if (a.burn_in < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("burn_in must not be negative");
+  }
+  if (a.period_start && a.period_end && *a.period_start > *a.period_end) {
+    return absl::InvalidArgumentError("period_start_time is after period_end_time");
+  }
   if (a.settings.Empty()) return absl::InvalidArgumentError("settings set no field");
   if (absl::Status s = common::ValidateRxAggSettings(a.settings); !s.ok()) return s;
   if (auto it = layouts.find(a.adapter_id); it != layouts.end()) {

@@ -36,6 +36,17 @@ struct ExperimentAssignment {
   /// Wall-clock end of the current period (SWITCHBACK) or of the experiment (PARALLEL). The
   /// assignment stops applying at that time unless a newer bundle replaces it. Unset: no end.
   std::optional<absl::Time> period_end;
+  /// Wall-clock start of the current period (SWITCHBACK) or of the experiment (PARALLEL):
+  /// metric windows are aligned to it and burn-in counts from it. Unset (older servers): the
+  /// agent uses the moment it first saw the assignment. Not after period_end.
+  std::optional<absl::Time> period_start;
+  /// Experiment metadata.generation (informational; a change closes the open window).
+  int64_t experiment_generation = 0;
+  /// Length of the metric windows to report, >= 0; zero = the agent's metric window length
+  /// (--metric-window).
+  absl::Duration window_length = absl::ZeroDuration();
+  /// Windows starting before period_start + burn_in are reported invalid (`burn_in`). >= 0.
+  absl::Duration burn_in = absl::ZeroDuration();
 
   friend bool operator==(const ExperimentAssignment&, const ExperimentAssignment&) = default;
 };

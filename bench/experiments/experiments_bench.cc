@@ -6,14 +6,20 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/experiment/experiment.h"
+#include "common/proto/time.h"
 #include "server/experiments/aggregate.h"
 #include "server/experiments/assignment.h"
+#include "server/experiments/controller.h"
+#include "server/experiments/convert.h"
 #include "server/experiments/guardrails.h"
 #include "server/experiments/report.h"
 
@@ -145,11 +151,123 @@ void BM_Assign(benchmark::State& state) {
   }
 }
 
+// The whole GetExperimentReport path of the server: the windows read back from SQLite (one
+// million rows written once in batches of 10,000 into a temporary database), converted,
+// aggregated, tested, rendered and converted to the API message.
+struct StoreFixture {
+  std::string dir;
+  std::unique_ptr<server::Store> store;
+  std::unique_ptr<server::ServerMetrics> metrics;
+  std::unique_ptr<server::Registry> registry;
+  std::unique_ptr<server::EventLog> events;
+};
+
+StoreFixture* MakeStoreFixture() {
+  const Fixture& f = Switchback();
+  auto* s = new StoreFixture();
+  std::string pattern = (std::filesystem::temp_directory_path() / "rxfleet-bench-XXXXXX").string();
+  s->dir = ::mkdtemp(pattern.data());
+  s->store = *server::Store::Open({s->dir + "/server.db"});
+  v1::Experiment e = ExperimentToProto(f.experiment);
+  e.mutable_status()->set_phase(v1::EXPERIMENT_PHASE_RUNNING);
+  *e.mutable_status()->mutable_start_time() = common::TimeToProto(kStart);
+  e.mutable_status()->set_seed(1);
+  (void)*s->store->CreateExperiment(e, kStart);
+  std::vector<server::StoredWindow> batch;
+  for (const Window& w : f.windows) {
+    server::StoredWindow stored;
+    stored.experiment = f.experiment.name;
+    stored.host_id = w.adapter.substr(0, w.adapter.find('/'));
+    stored.segment = w.segment;
+    v1::MetricWindow& m = stored.window;
+    m.set_adapter_id(w.adapter.substr(w.adapter.find('/') + 1));
+    m.set_experiment(f.experiment.name);
+    m.set_arm(w.arm);
+    m.set_period_index(w.period_index);
+    *m.mutable_window_start_time() = common::TimeToProto(w.start);
+    *m.mutable_window_duration() = common::DurationToProto(w.duration);
+    m.set_valid(w.valid);
+    m.set_invalid_reason(w.invalid_reason);
+    m.set_rx_bytes(w.rx_bytes);
+    m.set_tx_bytes(w.tx_bytes);
+    m.set_rx_packets(w.rx_packets);
+    m.set_rx_dropped(w.rx_dropped);
+    m.mutable_rtt()->set_count(w.rtt_count);
+    m.mutable_rtt()->set_mean_seconds(w.rtt_mean_seconds);
+    m.mutable_rtt()->set_p99_seconds(w.rtt_p99_seconds);
+    m.set_probes_sent(w.probes_sent);
+    m.set_busiest_core_ratio(w.busiest_core_ratio);
+    m.set_host_cpu_ratio(w.host_cpu_ratio);
+    batch.push_back(std::move(stored));
+    if (batch.size() == 10000) {
+      (void)s->store->AddWindows(batch);
+      batch.clear();
+    }
+  }
+  (void)s->store->AddWindows(batch);
+  s->metrics = std::make_unique<server::ServerMetrics>(std::make_shared<prometheus::Registry>());
+  s->registry = std::make_unique<server::Registry>(server::RegistryOptions{},
+                                                   std::vector<server::HostRecord>{});
+  s->events =
+      std::make_unique<server::EventLog>(server::EventLogOptions{}, std::vector<v1::Event>{}, 0);
+  return s;
+}
+
+std::unique_ptr<server::ExperimentController> NewController(StoreFixture& s) {
+  const Fixture& f = Switchback();
+  server::ExperimentControllerOptions options;
+  options.clock = [&f] { return kStart + f.experiment.duration - absl::Seconds(1); };
+  return *server::ExperimentController::Create(
+      options, server::ExperimentControllerDeps{
+                   s.store.get(), s.registry.get(), s.events.get(), s.metrics.get(),
+                   [] { return absl::OkStatus(); },
+                   [](const v1::ApplyPolicyRequest&) -> absl::StatusOr<v1::ApplyPolicyResponse> {
+                     return absl::UnimplementedError("no policies in the benchmark");
+                   }});
+}
+
+StoreFixture& Stored() {
+  static StoreFixture* fixture = MakeStoreFixture();
+  return *fixture;
+}
+
+// cold: a controller that has not read the windows yet (after a restart, or an ended
+// experiment): load from SQLite, then the report. warm: a running experiment's windows are
+// already in memory.
+void BM_ServerReport(benchmark::State& state, bool cold) {
+  StoreFixture& s = Stored();
+  v1::GetExperimentReportRequest request;
+  request.set_name("bench");
+  std::unique_ptr<server::ExperimentController> controller = NewController(s);
+  if (!cold) (void)controller->GetExperimentReport(request);
+  for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      controller = NewController(s);
+      state.ResumeTiming();
+    }
+    absl::StatusOr<v1::ExperimentReport> report = controller->GetExperimentReport(request);
+    if (!report.ok()) state.SkipWithError(std::string(report.status().message()).c_str());
+    benchmark::DoNotOptimize(report);
+  }
+  state.SetItemsProcessed(state.iterations() * kAdapters * kWindowsPerAdapter);
+}
+
+}  // namespace
+}  // namespace rxfleet::experiments
+
+namespace rxfleet::experiments {
+namespace {
+
 BENCHMARK_CAPTURE(BM_Report, switchback_1000x1000, Switchback)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Report, parallel_1000x1000, Parallel)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Guardrails)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReportText)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Assign);
+BENCHMARK_CAPTURE(BM_ServerReport, cold_from_sqlite, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK_CAPTURE(BM_ServerReport, warm, false)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace rxfleet::experiments

@@ -32,6 +32,17 @@ class FleetClient {
       const v1::DeletePolicyRequest& request) = 0;
   virtual absl::StatusOr<v1::ExplainAdapterResponse> ExplainAdapter(
       const v1::ExplainAdapterRequest& request) = 0;
+  virtual absl::StatusOr<v1::CreateExperimentResponse> CreateExperiment(
+      const v1::CreateExperimentRequest& request) = 0;
+  virtual absl::StatusOr<v1::ListExperimentsResponse> ListExperiments(
+      const v1::ListExperimentsRequest& request) = 0;
+  virtual absl::StatusOr<v1::Experiment> GetExperiment(const v1::GetExperimentRequest& request) = 0;
+  virtual absl::StatusOr<v1::Experiment> StopExperiment(
+      const v1::StopExperimentRequest& request) = 0;
+  virtual absl::StatusOr<v1::ExperimentReport> GetExperimentReport(
+      const v1::GetExperimentReportRequest& request) = 0;
+  virtual absl::StatusOr<v1::PromoteExperimentResponse> PromoteExperiment(
+      const v1::PromoteExperimentRequest& request) = 0;
   virtual absl::StatusOr<v1::ListEventsResponse> ListEvents(
       const v1::ListEventsRequest& request) = 0;
 

@@ -120,6 +120,40 @@ class GrpcFleetClient final : public FleetClient {
       return stub_->ExplainAdapter(ctx, request, response);
     });
   }
+  absl::StatusOr<v1::CreateExperimentResponse> CreateExperiment(
+      const v1::CreateExperimentRequest& request) override {
+    return Unary<v1::CreateExperimentResponse>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->CreateExperiment(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::ListExperimentsResponse> ListExperiments(
+      const v1::ListExperimentsRequest& request) override {
+    return Unary<v1::ListExperimentsResponse>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->ListExperiments(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::Experiment> GetExperiment(const v1::GetExperimentRequest& request) override {
+    return Unary<v1::Experiment>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->GetExperiment(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::Experiment> StopExperiment(const v1::StopExperimentRequest& request) override {
+    return Unary<v1::Experiment>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->StopExperiment(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::ExperimentReport> GetExperimentReport(
+      const v1::GetExperimentReportRequest& request) override {
+    return Unary<v1::ExperimentReport>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->GetExperimentReport(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::PromoteExperimentResponse> PromoteExperiment(
+      const v1::PromoteExperimentRequest& request) override {
+    return Unary<v1::PromoteExperimentResponse>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->PromoteExperiment(ctx, request, response);
+    });
+  }
   absl::StatusOr<v1::ListEventsResponse> ListEvents(const v1::ListEventsRequest& request) override {
     return Unary<v1::ListEventsResponse>([&](grpc::ClientContext* ctx, auto* response) {
       return stub_->ListEvents(ctx, request, response);

@@ -64,6 +64,17 @@ absl::StatusOr<std::vector<v1::Policy>> ListAllPolicies(FleetClient& client,
       "policy");
 }
 
+absl::StatusOr<std::vector<v1::Experiment>> ListAllExperiments(FleetClient& client,
+                                                               v1::ListExperimentsRequest request) {
+  return ListAll<v1::Experiment>(
+      std::move(request),
+      [&](const v1::ListExperimentsRequest& r) { return client.ListExperiments(r); },
+      [](v1::ListExperimentsResponse& r, std::vector<v1::Experiment>& out) {
+        Append(r.mutable_experiments(), out);
+      },
+      "experiment");
+}
+
 absl::StatusOr<std::vector<v1::Event>> ListRecentEvents(FleetClient& client,
                                                         v1::ListEventsRequest request,
                                                         size_t max_events) {

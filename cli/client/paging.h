@@ -23,6 +23,11 @@ absl::StatusOr<std::vector<v1::Adapter>> ListAllAdapters(FleetClient& client,
 absl::StatusOr<std::vector<v1::Policy>> ListAllPolicies(FleetClient& client,
                                                         v1::ListPoliciesRequest request);
 
+/// All experiments matching the request's label selector and phase, in server order (newest
+/// first).
+absl::StatusOr<std::vector<v1::Experiment>> ListAllExperiments(FleetClient& client,
+                                                               v1::ListExperimentsRequest request);
+
 /// The newest `max_events` events matching the request's filters, oldest first.
 absl::StatusOr<std::vector<v1::Event>> ListRecentEvents(FleetClient& client,
                                                         v1::ListEventsRequest request,

@@ -1,31 +1,13 @@
 #include "cli/commands/apply.h"
 
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "cli/output/changes.h"
 #include "common/proto/convert.h"
 
 namespace rxfleet::cli {
-namespace {
-
-absl::StatusOr<std::string> ReadInput(const std::string& file, std::istream& stdin_stream) {
-  std::ostringstream text;
-  if (file == "-") {
-    text << stdin_stream.rdbuf();
-    return text.str();
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(file, ": cannot be read"));
-  text << in.rdbuf();
-  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat(file, ": read error"));
-  return text.str();
-}
-
-}  // namespace
 
 void AddApplyCommand(CLI::App& root, SelectedCommand* selected) {
   auto options = std::make_shared<ApplyOptions>();
@@ -74,7 +56,7 @@ absl::StatusOr<std::vector<common::Policy>> ReadPolicyFiles(const std::vector<st
   std::vector<common::Policy> all;
   std::map<std::string, std::string> seen;  // name -> source
   for (const auto& file : files) {
-    auto text = ReadInput(file, stdin_stream);
+    auto text = ReadInputFile(file, stdin_stream);
     if (!text.ok()) return text.status();
     const std::string source = file == "-" ? "<stdin>" : file;
     auto policies = common::ParsePolicyDocuments(*text, source);

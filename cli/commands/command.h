@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -33,6 +34,9 @@ struct CommandContext {
   absl::Time now;
   /// Triggered by SIGINT/SIGTERM: ends `watch` (exit 0) and cancels calls in flight.
   std::stop_token stop;
+  /// True when standard input is a terminal: commands that ask for confirmation prompt only
+  /// then (e.g. `experiment promote` without --yes).
+  bool stdin_is_terminal = false;
   /// Connects to rxfleet-server on first use (flags > environment > config file > default).
   std::function<absl::StatusOr<FleetClient*>()> fleet;
   /// Connects to the local agent's Unix socket on first use.
@@ -59,5 +63,25 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseAdapterRef(std::string_
 
 /// Prints "No resources found." on the error stream (kubectl's wording for empty results).
 void PrintNoResources(const Streams& streams);
+
+/// A command-line usage error found after parsing (e.g. an unknown --field-selector key):
+/// InvalidArgument marked so that ExitCodeForStatus returns 2 (kExitUsage) and rxfleetctl
+/// prints the "--help" hint.
+absl::Status UsageError(std::string_view message);
+
+/// True for a status made by UsageError.
+bool IsUsageError(const absl::Status& status);
+
+/// The whole text of `file`, or of `stdin_stream` for "-". InvalidArgument naming the file
+/// and the system's reason (strerror: "No such file or directory", "Permission denied",
+/// "Is a directory") when it cannot be opened or read.
+absl::StatusOr<std::string> ReadInputFile(const std::string& file, std::istream& stdin_stream);
+
+/// Makes `verb` (`get`, `describe`, `delete`) reject a resource type none of its subcommands
+/// matches with a usage error (exit 2) naming it and listing `valid_types`: "unknown resource
+/// type 'widgets'; valid types: hosts, adapters, ...", or "VERB: a resource type is required;
+/// valid types: ..." when none is given. Adds a positional TYPE that collects what no
+/// subcommand took, so a stray extra argument is reported too.
+void RejectUnknownResourceTypes(CLI::App& verb, std::string_view valid_types);
 
 }  // namespace rxfleet::cli

@@ -9,8 +9,11 @@ namespace rxfleet::cli {
 
 void AddDeleteCommand(CLI::App& root, SelectedCommand* selected) {
   CLI::App* del = root.add_subcommand("delete", "Delete a policy");
-  del->require_subcommand(1);
-  del->footer("Example:\n  rxfleetctl delete policy pi1-long-hold");
+  del->require_subcommand(0, 1);
+  del->footer(
+      "Example:\n  rxfleetctl delete policy pi1-long-hold\n\n"
+      "Experiments are ended with 'rxfleetctl experiment stop NAME', not deleted.");
+  RejectUnknownResourceTypes(*del, "policy");
   auto options = std::make_shared<DeleteOptions>();
   CLI::App* policy = del->add_subcommand("policy",
                                          "Delete a policy; its adapters fall back to "

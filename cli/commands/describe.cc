@@ -67,6 +67,20 @@ absl::Status DescribePolicyCommand(const DescribeOptions& options, FleetClient& 
   return absl::OkStatus();
 }
 
+absl::Status DescribeExperimentCommand(const DescribeOptions& options, FleetClient& client,
+                                       const CommandContext& ctx) {
+  v1::GetExperimentRequest request;
+  request.set_name(options.name);
+  auto experiment = client.GetExperiment(request);
+  if (!experiment.ok()) return experiment.status();
+  auto events = EventsAbout(client, "Experiment", options.name, "");
+  if (!events.ok()) return events.status();
+  DescribeExperiment(*experiment, *events, ctx.now, *ctx.streams.out);
+  return absl::OkStatus();
+}
+
+constexpr char kDescribeTypes[] = "host, adapter, policy, experiment";
+
 struct KindInfo {
   ResourceKind kind;
   const char* name;
@@ -81,15 +95,21 @@ constexpr KindInfo kKinds[] = {
      "  rxfleetctl describe adapter pi1/port-2-2"},
     {ResourceKind::kPolicy, "policy", "policies", "Policy name",
      "  rxfleetctl describe policy usb3-short"},
+    {ResourceKind::kExperiment, "experiment", "experiments", "Experiment name",
+     "  rxfleetctl describe experiment hold-ab"},
 };
 
 }  // namespace
 
 void AddDescribeCommand(CLI::App& root, SelectedCommand* selected) {
   CLI::App* describe = root.add_subcommand(
-      "describe", "Show everything about one host, adapter or policy, with recent events");
-  describe->require_subcommand(1);
-  describe->footer("Example:\n  rxfleetctl describe adapter pi1/port-2-2");
+      "describe",
+      "Show everything about one host, adapter, policy or experiment, with recent events");
+  describe->require_subcommand(0, 1);
+  describe->footer(
+      "Examples:\n  rxfleetctl describe adapter pi1/port-2-2\n"
+      "  rxfleetctl describe experiment hold-ab");
+  RejectUnknownResourceTypes(*describe, kDescribeTypes);
   for (const KindInfo& info : kKinds) {
     auto options = std::make_shared<DescribeOptions>();
     options->kind = info.kind;
@@ -128,6 +148,10 @@ absl::Status RunDescribe(const DescribeOptions& options, FleetClient& client,
       return DescribeAdapterCommand(options, client, ctx);
     case ResourceKind::kPolicy:
       return DescribePolicyCommand(options, client, ctx);
+    case ResourceKind::kExperiment:
+      return DescribeExperimentCommand(options, client, ctx);
+    case ResourceKind::kEvent:
+      break;
   }
   return absl::InternalError("unknown resource kind");
 }

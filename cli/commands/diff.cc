@@ -8,17 +8,13 @@
 #include "common/proto/convert.h"
 
 namespace rxfleet::cli {
-namespace {
 
-// The policy document as a user would write it, without the server's version.
-absl::StatusOr<std::string> Document(const v1::Policy& policy) {
+absl::StatusOr<std::string> PolicyDocument(const v1::Policy& policy) {
   auto value = common::PolicyFromProto(policy, "server");
   if (!value.ok()) return value.status();
   value->resource_version.clear();
   return common::PolicyToYaml(*value);
 }
-
-}  // namespace
 
 void AddDiffCommand(CLI::App& root, SelectedCommand* selected) {
   auto options = std::make_shared<DiffOptions>();
@@ -61,7 +57,7 @@ absl::Status RunDiff(const DiffOptions& options, FleetClient& client, const Comm
     auto stored = client.GetPolicy(get);
     const bool exists = stored.ok();
     if (exists) {
-      auto text = Document(*stored);
+      auto text = PolicyDocument(*stored);
       if (!text.ok()) return fail(text.status());
       before = *std::move(text);
     } else if (!absl::IsNotFound(stored.status())) {
@@ -73,7 +69,7 @@ absl::Status RunDiff(const DiffOptions& options, FleetClient& client, const Comm
     request.set_dry_run(true);
     auto response = client.ApplyPolicy(request);
     if (!response.ok()) return fail(response.status());
-    auto after = Document(response->policy());
+    auto after = PolicyDocument(response->policy());
     if (!after.ok()) return fail(after.status());
 
     const int affected = response->affected_adapters_size();

@@ -5,6 +5,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cli/client/fleet_client.h"
 #include "cli/commands/command.h"
 
@@ -15,6 +16,11 @@ struct DiffOptions {
   /// -f/--filename, repeatable; "-" reads standard input. Same documents as apply.
   std::vector<std::string> files;
 };
+
+/// The policy as a user would write it (an RxAggPolicy YAML document from
+/// common::PolicyToYaml), without the server's resource version. InvalidArgument when the
+/// server's policy does not convert.
+absl::StatusOr<std::string> PolicyDocument(const v1::Policy& policy);
 
 /// Adds `diff` to `root`.
 void AddDiffCommand(CLI::App& root, SelectedCommand* selected);

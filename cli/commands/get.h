@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
@@ -9,10 +10,14 @@
 
 namespace rxfleet::cli {
 
-/// The kinds `get` and `describe` know.
-enum class ResourceKind { kHost, kAdapter, kPolicy };
+/// The kinds `get` and `describe` know (`describe` has no events).
+enum class ResourceKind { kHost, kAdapter, kPolicy, kExperiment, kEvent };
 
-/// Options of `rxfleetctl get hosts|adapters|policies [NAME]`.
+/// "hosts, adapters, policies, experiments, events": the types `get` lists in its
+/// "unknown resource type" error.
+inline constexpr char kGetResourceTypes[] = "hosts, adapters, policies, experiments, events";
+
+/// Options of `rxfleetctl get hosts|adapters|policies|experiments|events [NAME]`.
 struct GetOptions {
   ResourceKind kind = ResourceKind::kAdapter;
   /// One object: host name, HOST/ADAPTER, or policy name; empty lists all.
@@ -26,16 +31,30 @@ struct GetOptions {
   std::string output = "table";
   /// --include-gone: also list unplugged adapters (adapters only).
   bool include_gone = false;
+  /// Events only: --host, --kind (host|adapter|policy|experiment), --name, --type
+  /// (normal|warning) filters, as for `watch`.
+  std::string event_host;
+  std::string event_kind;
+  std::string event_name;
+  std::string event_type;
+  /// --audit (events only): the audit log (API changes: who, what, resource versions).
+  bool event_audit = false;
 };
 
-/// Adds `get` with the subcommands `hosts`, `adapters` and `policies` (singular aliases) to
-/// `root`; parsing one of them fills `selected`.
+/// The field selector keys of a kind: hosts "connected, stale"; adapters "usb_speed, chip,
+/// vid_pid, host, adapter"; empty for kinds without a field selector.
+std::vector<std::string> FieldSelectorKeys(ResourceKind kind);
+
+/// Adds `get` with the subcommands `hosts`, `adapters`, `policies`, `experiments` and `events`
+/// (singular aliases) to `root`; parsing one of them fills `selected`. Any other TYPE is a
+/// usage error listing the valid types.
 void AddGetCommand(CLI::App& root, SelectedCommand* selected);
 
 /// Checks the options before any call: output format; label selector syntax (common's
-/// ParseLabelSelector); field selectors only for hosts and adapters and, for adapters, valid
-/// for common's ParseFieldSelector; NAME of an adapter as HOST/ADAPTER; NAME not combined with
-/// selectors. InvalidArgument naming the flag.
+/// ParseLabelSelector); field selectors only for hosts and adapters, every key one of
+/// FieldSelectorKeys (else a UsageError, exit 2, listing them) and every value valid (hosts:
+/// true|false; adapters: common's ParseFieldSelector); NAME of an adapter as HOST/ADAPTER;
+/// NAME not combined with selectors. InvalidArgument naming the flag.
 absl::Status ValidateGetOptions(const GetOptions& options);
 
 /// Fetches (all pages) and prints. Tables go to stdout; an empty list prints

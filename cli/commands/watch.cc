@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/output/events.h"
 #include "cli/output/structured.h"
+#include "common/string_view_compat.h"
 #include "nlohmann/json.hpp"
 
 namespace rxfleet::cli {
@@ -74,18 +75,28 @@ absl::Status ValidateWatchOptions(const WatchOptions& options) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::ListEventsRequest> EventFilterRequest(std::string_view host,
+                                                         std::string_view kind,
+                                                         std::string_view name,
+                                                         std::string_view type) {
+  auto kind_name = KindName(common::ToAbslView(kind));
+  if (!kind_name.ok()) return kind_name.status();
+  auto type_value = TypeValue(common::ToAbslView(type));
+  if (!type_value.ok()) return type_value.status();
+  v1::ListEventsRequest filter;
+  filter.set_involved_object_kind(*kind_name);
+  filter.set_involved_object_name(std::string(name));
+  filter.set_host_id(std::string(host));
+  filter.set_type(*type_value);
+  return filter;
+}
+
 absl::Status RunWatch(const WatchOptions& options, FleetClient& client, const CommandContext& ctx) {
-  auto kind = KindName(options.kind);
-  if (!kind.ok()) return kind.status();
-  auto type = TypeValue(options.type);
-  if (!type.ok()) return type.status();
+  auto filter = EventFilterRequest(options.host, options.kind, options.name, options.type);
+  if (!filter.ok()) return filter.status();
   v1::WatchEventsRequest request;
-  v1::ListEventsRequest& filter = *request.mutable_filter();
-  filter.set_audit(options.audit);
-  filter.set_involved_object_kind(*kind);
-  filter.set_involved_object_name(options.name);
-  filter.set_host_id(options.host);
-  filter.set_type(*type);
+  *request.mutable_filter() = *std::move(filter);
+  request.mutable_filter()->set_audit(options.audit);
 
   std::ostream& out = *ctx.streams.out;
   absl::Status print_status;

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cli/client/fleet_client.h"
 #include "cli/commands/command.h"
 
@@ -24,6 +26,14 @@ struct WatchOptions {
   /// -o/--output: "text" (one line per event) or "json" (one JSON object per line).
   std::string output = "text";
 };
+
+/// The ListEvents filter of --host, --kind (host|adapter|policy|experiment, any case, plural
+/// too), --name and --type (normal|warning): kind as Event.involved_object.kind spells it
+/// ("Adapter"). InvalidArgument naming the flag for an unknown kind or type.
+absl::StatusOr<v1::ListEventsRequest> EventFilterRequest(std::string_view host,
+                                                         std::string_view kind,
+                                                         std::string_view name,
+                                                         std::string_view type);
 
 /// Adds `watch` to `root`.
 void AddWatchCommand(CLI::App& root, SelectedCommand* selected);

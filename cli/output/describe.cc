@@ -285,4 +285,126 @@ void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& even
   PrintEventsSection(events, now, out);
 }
 
+namespace {
+
+void PrintSelector(const v1::AdapterSelector& sel, std::ostream& out) {
+  if (FormatSelector(sel) == "<all>") {
+    Field(out, "Selector", "<all adapters>");
+    return;
+  }
+  out << "Selector:\n";
+  if (!sel.match_labels().empty()) Field(out, "  Host labels", FormatLabels(sel.match_labels()));
+  if (!sel.usb_speeds().empty()) {
+    std::vector<std::string> speeds;
+    for (int speed : sel.usb_speeds())
+      speeds.push_back(UsbSpeedWord(static_cast<v1::UsbSpeed>(speed)));
+    Field(out, "  USB speeds", absl::StrJoin(speeds, ","));
+  }
+  if (!sel.chips().empty()) Field(out, "  Chips", absl::StrJoin(sel.chips(), ","));
+  if (!sel.vid_pids().empty()) Field(out, "  USB IDs", absl::StrJoin(sel.vid_pids(), ","));
+  if (!sel.adapters().empty()) Field(out, "  Adapters", absl::StrJoin(sel.adapters(), ","));
+}
+
+std::string FormatSegment(const google::protobuf::Map<std::string, std::string>& segment) {
+  return segment.empty() ? "<all>" : FormatLabels(segment);
+}
+
+std::string FormatThreshold(double value) { return absl::StrFormat("%g", value); }
+
+}  // namespace
+
+void DescribeExperiment(const v1::Experiment& experiment, const std::vector<v1::Event>& events,
+                        absl::Time now, std::ostream& out) {
+  const auto& meta = experiment.metadata();
+  const auto& spec = experiment.spec();
+  const auto& status = experiment.status();
+  PrintMetadata(meta, now, out);
+  Field(out, "Resource version", OrNone(meta.resource_version()));
+  Field(out, "Generation", absl::StrCat(meta.generation()));
+  Field(out, "Phase", ExperimentPhaseWord(status.phase()));
+  Field(out, "Started", FormatTimeWithAge(status.start_time(), now));
+  if (status.has_end_time()) {
+    Field(out, "Ended", FormatTimeWithAge(status.end_time(), now));
+  } else if (status.has_start_time()) {
+    google::protobuf::Timestamp planned = status.start_time();
+    planned.set_seconds(planned.seconds() + spec.duration().seconds());
+    const absl::Time at = AsTime(planned);
+    Field(out, "Ends",
+          absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", at, absl::UTCTimeZone()),
+                       at > now ? absl::StrCat(" (in ", FormatAge(now, at), ")")
+                                : absl::StrCat(" (", FormatAge(at, now), " ago)")));
+  }
+  out << "Spec:\n";
+  Field(out, "  Design", ExperimentDesignWord(spec.design()));
+  Field(out, "  Duration", FormatProtoDuration(spec.duration()));
+  Field(out, "  Window", FormatProtoDuration(spec.window_length()));
+  if (spec.design() == v1::EXPERIMENT_DESIGN_SWITCHBACK) {
+    Field(out, "  Period", FormatProtoDuration(spec.period_length()));
+  }
+  Field(out, "  Burn-in", FormatProtoDuration(spec.burn_in()));
+  Field(out, "  Priority", absl::StrCat(spec.priority()));
+  Field(out, "  Seed", spec.seed() == 0 ? "<server chooses>" : absl::StrCat(spec.seed()));
+  Field(out, "  Primary metric", OrNone(spec.primary_metric()));
+  Field(out, "  Secondary metrics",
+        spec.secondary_metrics().empty() ? "<none>" : absl::StrJoin(spec.secondary_metrics(), ","));
+  Field(
+      out, "  Segments by",
+      spec.segment_label_keys().empty() ? "<none>" : absl::StrJoin(spec.segment_label_keys(), ","));
+  if (spec.min_adapters_per_arm() != 0) {
+    Field(out, "  Min adapters/arm", absl::StrCat(spec.min_adapters_per_arm()));
+  }
+  if (spec.min_windows_per_arm() != 0) {
+    Field(out, "  Min windows/arm", absl::StrCat(spec.min_windows_per_arm()));
+  }
+  PrintSelector(spec.selector(), out);
+  if (spec.arms().empty()) {
+    Field(out, "Arms", "<none>");
+  } else {
+    out << "Arms:\n";
+    Table arms({"NAME", "WEIGHT", "SETTINGS", "ROLE"});
+    for (const auto& arm : spec.arms()) {
+      arms.AddRow({arm.name(), absl::StrCat(arm.weight()), FormatSettings(arm.settings()),
+                   arm.name() == spec.control_arm() ? "control" : "treatment"});
+    }
+    arms.Print(out, "  ");
+  }
+  if (spec.guardrails().empty()) {
+    Field(out, "Guardrails", "<none>");
+  } else {
+    out << "Guardrails:\n";
+    Table guardrails({"METRIC", "KEEP", "TRIPS WHEN", "MIN WINDOWS", "MIN ADAPTERS"});
+    for (const auto& g : spec.guardrails()) {
+      const bool above = g.comparator() == v1::COMPARATOR_GREATER_THAN;
+      const std::string subject =
+          g.relative_to_control() ? absl::StrCat(g.metric(), " vs control") : g.metric();
+      const std::string threshold = g.relative_to_control()
+                                        ? absl::StrFormat("%+g%%", g.threshold() * 100)
+                                        : FormatThreshold(g.threshold());
+      guardrails.AddRow({subject, absl::StrCat(above ? "<= " : ">= ", threshold),
+                         absl::StrCat(above ? "> " : "< ", threshold),
+                         g.min_windows() == 0 ? "default" : absl::StrCat(g.min_windows()),
+                         g.min_adapters() == 0 ? "default" : absl::StrCat(g.min_adapters())});
+    }
+    guardrails.Print(out, "  ");
+  }
+  out << "Status:\n";
+  Field(out, "  Assigned adapters", absl::StrCat(status.assigned_adapters()));
+  Field(out, "  Valid windows", absl::StrCat(status.valid_windows()));
+  Field(out, "  Seed in use", status.seed() == 0 ? "-" : absl::StrCat(status.seed()));
+  Field(out, "  Generation seen", absl::StrCat(status.observed_generation()));
+  if (status.stopped_arms().empty()) {
+    Field(out, "Stopped arms", "<none>");
+  } else {
+    out << "Stopped arms:\n";
+    Table stopped({"ARM", "SEGMENT", "REASON", "AGE", "MESSAGE"});
+    for (const auto& arm : status.stopped_arms()) {
+      stopped.AddRow({arm.arm(), FormatSegment(arm.segment()), OrNone(arm.reason()),
+                      FormatAge(AsTime(arm.time()), now), arm.message()});
+    }
+    stopped.Print(out, "  ");
+  }
+  PrintConditions(status.conditions(), now, out);
+  PrintEventsSection(events, now, out);
+}
+
 }  // namespace rxfleet::cli

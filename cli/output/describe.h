@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "rxfleet/v1/adapter.pb.h"
 #include "rxfleet/v1/event.pb.h"
+#include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/fleet_service.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
@@ -32,5 +33,12 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
 /// conditions and recent events.
 void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& events, absl::Time now,
                     std::ostream& out);
+
+/// An experiment: metadata, phase with start and (planned) end, the spec (design, selector,
+/// arms with weights and settings, control, durations, metrics, guardrails as the condition
+/// that trips them, segment keys, priority, seed), status (assigned adapters, valid windows,
+/// conditions), the arms stopped per segment with reasons, and recent events.
+void DescribeExperiment(const v1::Experiment& experiment, const std::vector<v1::Event>& events,
+                        absl::Time now, std::ostream& out);
 
 }  // namespace rxfleet::cli

@@ -189,3 +189,25 @@ std::string ProvenanceLong(const v1::Provenance& provenance) {
 }
 
 }  // namespace rxfleet::cli
+
+namespace rxfleet::cli {
+
+std::string ExperimentPhaseWord(v1::ExperimentPhase phase) {
+  return Capitalised(EnumWord(v1::ExperimentPhase_Name(phase), "EXPERIMENT_PHASE_"));
+}
+
+std::string ExperimentDesignWord(v1::ExperimentDesign design) {
+  return EnumWord(v1::ExperimentDesign_Name(design), "EXPERIMENT_DESIGN_");
+}
+
+std::string FormatProtoDuration(const google::protobuf::Duration& duration) {
+  const absl::Duration d = absl::Seconds(duration.seconds()) + absl::Nanoseconds(duration.nanos());
+  if (d == absl::ZeroDuration()) return "-";
+  std::string text = absl::FormatDuration(d);
+  // absl prints "1h30m0s" and "2h0m0s": drop the zero tails.
+  if (absl::EndsWith(text, "m0s")) text.resize(text.size() - 2);
+  if (absl::EndsWith(text, "h0m")) text.resize(text.size() - 2);
+  return text;
+}
+
+}  // namespace rxfleet::cli

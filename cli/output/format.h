@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
 #include "google/protobuf/map.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "rxfleet/v1/adapter.pb.h"
 #include "rxfleet/v1/common.pb.h"
 #include "rxfleet/v1/event.pb.h"
+#include "rxfleet/v1/experiment.pb.h"
 
 namespace rxfleet::cli {
 
@@ -35,6 +37,16 @@ std::string UsbSpeedWord(v1::UsbSpeed speed);
 /// Adapter state in snake case as the field selector spells it: applied, pending, drifted,
 /// asleep, disabled_by_driver, ...; "unknown" for UNSPECIFIED.
 std::string AdapterStateWord(v1::AdapterState state);
+
+/// Experiment phase as a word: "Pending", "Running", "Completed", "Stopped"; "Unknown" for
+/// UNSPECIFIED.
+std::string ExperimentPhaseWord(v1::ExperimentPhase phase);
+
+/// Experiment design: "parallel", "switchback"; "unknown" for UNSPECIFIED.
+std::string ExperimentDesignWord(v1::ExperimentDesign design);
+
+/// A protobuf duration as "90s", "1h", "1h30m", "500ms"; "-" for zero.
+std::string FormatProtoDuration(const google::protobuf::Duration& duration);
 
 /// Register layout: "v1", "v2", "v3", "unknown".
 std::string LayoutWord(v1::RxAggLayout layout);

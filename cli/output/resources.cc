@@ -4,6 +4,9 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "cli/output/events.h"
 #include "cli/output/format.h"
 #include "cli/output/table.h"
 #include "common/units.h"
@@ -158,6 +161,64 @@ void PrintPolicyTable(const std::vector<v1::Policy>& policies, bool wide, absl::
   table.Print(out);
 }
 
+void PrintExperimentTable(const std::vector<v1::Experiment>& experiments, bool wide, absl::Time now,
+                          std::ostream& out) {
+  std::vector<std::string> header = {"NAME",     "PHASE",   "DESIGN", "ARMS",
+                                     "ADAPTERS", "WINDOWS", "AGE"};
+  if (wide) header.insert(header.end(), {"PRIMARY", "STARTED", "ENDS"});
+  Table table(std::move(header));
+  for (const v1::Experiment* experiment :
+       SortedBy(experiments, [](const v1::Experiment& e) { return e.metadata().name(); })) {
+    const auto& spec = experiment->spec();
+    const auto& status = experiment->status();
+    std::vector<std::string> arms;
+    for (const auto& arm : spec.arms()) {
+      if (arm.name() == spec.control_arm())
+        arms.insert(arms.begin(), arm.name());
+      else
+        arms.push_back(arm.name());
+    }
+    std::vector<std::string> row = {experiment->metadata().name(),
+                                    ExperimentPhaseWord(status.phase()),
+                                    ExperimentDesignWord(spec.design()),
+                                    arms.empty() ? "-" : absl::StrJoin(arms, ","),
+                                    absl::StrCat(status.assigned_adapters()),
+                                    absl::StrCat(status.valid_windows()),
+                                    FormatAge(AsTime(experiment->metadata().create_time()), now)};
+    if (wide) {
+      const absl::Time start = AsTime(status.start_time());
+      const absl::Time end = AsTime(status.end_time());
+      std::string ends = "-";
+      if (end != absl::InfinitePast()) {
+        ends = absl::StrCat(FormatAge(end, now), " ago");
+      } else if (start != absl::InfinitePast()) {
+        const absl::Time planned = start + absl::Seconds(spec.duration().seconds()) +
+                                   absl::Nanoseconds(spec.duration().nanos());
+        ends = planned > now ? absl::StrCat("in ", FormatAge(now, planned))
+                             : absl::StrCat(FormatAge(planned, now), " ago");
+      }
+      row.insert(row.end(),
+                 {OrDash(spec.primary_metric()),
+                  start == absl::InfinitePast() ? "-" : absl::StrCat(FormatAge(start, now), " ago"),
+                  ends});
+    }
+    table.AddRow(std::move(row));
+  }
+  table.Print(out);
+}
+
+void PrintEventTable(const std::vector<v1::Event>& events, absl::Time now, std::ostream& out) {
+  Table table({"LAST-SEEN", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"});
+  for (const v1::Event& event : events) {
+    table.AddRow({FormatAge(AsTime(event.last_time()), now), EventTypeWord(event.type()),
+                  OrDash(event.reason()), EventObject(event),
+                  absl::StrCat(std::max<uint32_t>(event.count(), 1)),
+                  // The message is what an operator reads events for: never cut, one line.
+                  absl::StrReplaceAll(event.message(), {{"\r\n", " "}, {"\n", " "}, {"\t", " "}})});
+  }
+  table.Print(out);
+}
+
 std::string ResourceName(const v1::Host& host) {
   return absl::StrCat("host/", host.metadata().name());
 }
@@ -168,6 +229,18 @@ std::string ResourceName(const v1::Adapter& adapter) {
 
 std::string ResourceName(const v1::Policy& policy) {
   return absl::StrCat("policy/", policy.metadata().name());
+}
+
+}  // namespace rxfleet::cli
+
+namespace rxfleet::cli {
+
+std::string ResourceName(const v1::Experiment& experiment) {
+  return absl::StrCat("experiment/", experiment.metadata().name());
+}
+
+std::string ResourceName(const v1::Event& event) {
+  return absl::StrCat("event/", event.metadata().name());
 }
 
 }  // namespace rxfleet::cli

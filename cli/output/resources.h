@@ -7,6 +7,8 @@
 
 #include "absl/time/time.h"
 #include "rxfleet/v1/adapter.pb.h"
+#include "rxfleet/v1/event.pb.h"
+#include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
 
@@ -32,10 +34,23 @@ void PrintAdapterTable(const std::vector<v1::Adapter>& adapters,
 void PrintPolicyTable(const std::vector<v1::Policy>& policies, bool wide, absl::Time now,
                       std::ostream& out);
 
+/// Experiments: NAME, PHASE, DESIGN, ARMS (names, control first), ADAPTERS (assigned now),
+/// WINDOWS (valid metric windows so far), AGE; wide adds PRIMARY (metric), STARTED (age of the
+/// start, "-" while pending), ENDS ("in 2h" while running, "5m ago" once ended, "-" pending).
+/// Sorted by name.
+void PrintExperimentTable(const std::vector<v1::Experiment>& experiments, bool wide, absl::Time now,
+                          std::ostream& out);
+
+/// Events for `get events`: LAST-SEEN, TYPE, REASON, OBJECT, COUNT, MESSAGE, oldest first
+/// (the server's order).
+void PrintEventTable(const std::vector<v1::Event>& events, absl::Time now, std::ostream& out);
+
 /// `-o name` forms: "host/pi1", "adapter/pi1/port-2-2", "policy/usb3-short".
 std::string ResourceName(const v1::Host& host);
 std::string ResourceName(const v1::Adapter& adapter);
 std::string ResourceName(const v1::Policy& policy);
+std::string ResourceName(const v1::Experiment& experiment);
+std::string ResourceName(const v1::Event& event);
 
 /// "desired/observed" hold of an adapter, e.g. "32µs/32µs"; "-" for a side that is unknown.
 std::string FormatAdapterHold(const v1::Adapter& adapter);

@@ -12,6 +12,7 @@
 #include "rxfleet/version.h"
 #include "server/api/status.h"
 #include "server/api/validation.h"
+#include "server/experiments/controller.h"
 #include "server/log.h"
 #include "server/registry/outbound_queue.h"
 
@@ -61,9 +62,19 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   // Queues a bundle (coalescing with an unsent older one) and starts writing if idle.
   void PushBundle(const std::shared_ptr<const SharedBundle>& bundle, absl::Time pushed_at) {
+    std::string host_id;
+    {
+      absl::MutexLock lock(&mu_);
+      host_id = host_id_;
+    }
+    std::string assignments = AssignmentBytes(host_id);
     Outgoing item;
     item.nonce = NewNonce();
-    item.message = bundle->Message(item.nonce);
+    item.message = bundle->Message(item.nonce, assignments);
+    {
+      absl::MutexLock lock(&mu_);
+      sent_assignments_ = std::move(assignments);
+    }
     item.version = bundle->version();
     item.pushed_at = pushed_at;
     Enqueue(kBundleSlot, std::move(item));
@@ -239,6 +250,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         deps_.registry->ReplaceAdapters(
             host_id_, stream_id_,
             {message.inventory().adapters().begin(), message.inventory().adapters().end()}, now);
+        RepushIfAssignmentsChanged(now);
         return absl::OkStatus();
       }
       case v1::AgentMessage::kAdapterUpdate: {
@@ -249,6 +261,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         deps_.registry->UpdateAdapters(
             host_id_, stream_id_, {update.adapters().begin(), update.adapters().end()},
             {update.removed_adapter_ids().begin(), update.removed_adapter_ids().end()}, now);
+        RepushIfAssignmentsChanged(now);
         return absl::OkStatus();
       }
       case v1::AgentMessage::kAck:
@@ -257,10 +270,17 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       case v1::AgentMessage::kNack:
         HandleNack(message.nack(), now);
         return absl::OkStatus();
-      case v1::AgentMessage::kMetricWindow:
-        deps_.metrics->metric_windows_ignored->Increment();
+      case v1::AgentMessage::kMetricWindow: {
         deps_.registry->Touch(host_id_, stream_id_, now);
+        // A bad window is dropped and counted; it never ends the stream.
+        if (deps_.experiments == nullptr) {
+          deps_.metrics->metric_windows_rejected->Increment();
+          return absl::OkStatus();
+        }
+        // The reason is counted, not logged: a misbehaving agent must not flood the log.
+        (void)deps_.experiments->AcceptWindow(host_id_, message.metric_window());
         return absl::OkStatus();
+      }
       case v1::AgentMessage::KIND_NOT_SET:
         break;
     }
@@ -323,6 +343,23 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     PushConfig(service_->ConfigMessage());
     PushBundle(service_->CurrentBundle(), now);
     return absl::OkStatus();
+  }
+
+  std::string AssignmentBytes(const std::string& host_id) const {
+    if (deps_.experiments == nullptr || host_id.empty()) return "";
+    return deps_.experiments->AssignmentBytes(host_id);
+  }
+
+  // The host's adapters changed: if that changes its assignments, the current bundle goes out
+  // again with them (same version, fresh nonce).
+  void RepushIfAssignmentsChanged(absl::Time now) {
+    if (deps_.experiments == nullptr) return;
+    const std::string assignments = AssignmentBytes(host_id_);
+    {
+      absl::MutexLock lock(&mu_);
+      if (assignments == sent_assignments_) return;
+    }
+    PushBundle(service_->CurrentBundle(), now);
   }
 
   // True if (version, nonce) answer the latest bundle written to this stream.
@@ -389,6 +426,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // the write in flight
   uint64_t writing_version_ ABSL_GUARDED_BY(mu_) = 0;   // its bundle version, 0 for config
   std::string sent_nonce_ ABSL_GUARDED_BY(mu_);
+  std::string sent_assignments_ ABSL_GUARDED_BY(mu_);  // of the newest bundle queued
   uint64_t sent_version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sent_pushed_at_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);

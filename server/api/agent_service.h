@@ -2,7 +2,9 @@
 
 // AgentService.Connect on the gRPC callback API: one reactor per agent stream, owning its
 // outbound queue (one ServerConfig slot, one PolicyBundle slot; bundles coalesce to the
-// newest). The method is registered raw (ByteBuffer in and out) so that a bundle is serialised
+// newest). Each host's bundle carries its adapters' experiment assignments, appended to the
+// shared body; when an inventory or update changes them, the current bundle is sent again to
+// that host. The method is registered raw (ByteBuffer in and out) so that a bundle is serialised
 // once per version and its bytes are shared by every stream (see bundle_message.h); agent
 // messages are parsed here.
 //
@@ -36,6 +38,7 @@
 namespace rxfleet::server {
 
 class AgentStream;
+class ExperimentController;
 
 struct AgentServiceOptions {
   /// ServerConfig.report_interval: how often agents send a keep-alive update at most.
@@ -59,6 +62,9 @@ struct AgentServiceDeps {
   ServerMetrics* metrics;
   /// Counts and logs refused streams; may be null when require_client_certificate is false.
   Authorizer* auth = nullptr;
+  /// Experiments: assignments for bundles and metric window ingestion. Null = no experiments
+  /// (windows are rejected and counted).
+  ExperimentController* experiments = nullptr;
 };
 
 class AgentServiceImpl final
@@ -84,6 +90,7 @@ class AgentServiceImpl final
 
  private:
   friend class AgentStream;
+  class ExperimentController;
 
   /// The current bundle as a SharedBundle, created once per bundle version.
   std::shared_ptr<const SharedBundle> CurrentBundle();

@@ -41,7 +41,7 @@ SharedBundle::SharedBundle(std::shared_ptr<const BundleBody> body, absl::Time pu
       body_size_(body->bytes.size()),
       body_(MakeBodySlice(std::move(body))) {}
 
-grpc::ByteBuffer SharedBundle::Message(std::string_view nonce) const {
+grpc::ByteBuffer SharedBundle::Message(std::string_view nonce, std::string_view host_fields) const {
   nonce = nonce.substr(0, 64);
   uint8_t nonce_field[2 + 10 + 64];
   size_t nonce_size = 0;
@@ -53,11 +53,17 @@ grpc::ByteBuffer SharedBundle::Message(std::string_view nonce) const {
   uint8_t header[1 + 10];
   size_t header_size = 0;
   header[header_size++] = kServerMessageBundleTag;
-  header_size += PutVarint(body_size_ + nonce_size, header + header_size);
+  header_size += PutVarint(body_size_ + host_fields.size() + nonce_size, header + header_size);
 
+  if (host_fields.empty()) {
+    const grpc::Slice slices[] = {grpc::Slice(header, header_size), body_,
+                                  grpc::Slice(nonce_field, nonce_size)};
+    return grpc::ByteBuffer(slices, 3);
+  }
   const grpc::Slice slices[] = {grpc::Slice(header, header_size), body_,
+                                grpc::Slice(host_fields.data(), host_fields.size()),
                                 grpc::Slice(nonce_field, nonce_size)};
-  return grpc::ByteBuffer(slices, 3);
+  return grpc::ByteBuffer(slices, 4);
 }
 
 std::string NewNonce() {

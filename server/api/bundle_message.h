@@ -16,10 +16,11 @@ namespace rxfleet::server {
 /// A bundle body wrapped once, per bundle version, into a reference-counted gRPC slice, from
 /// which every stream builds its ServerMessage without copying or re-serialising the policies:
 ///
-///   ServerMessage{bundle = PolicyBundle{<shared body>, nonce = <per push>}}
+///   ServerMessage{bundle = PolicyBundle{<shared body>, <host's assignments>, nonce}}
 ///
-/// is encoded as three slices: the ServerMessage field-1 header (tag and length, a few bytes),
-/// the shared body, and the PolicyBundle field-2 nonce (tag, length, bytes). Protobuf parsers
+/// is encoded as three or four slices: the ServerMessage field-1 header (tag and length, a
+/// few bytes), the shared body, the host's assignments (repeated field 4, when it has any) and
+/// the PolicyBundle field-2 nonce (tag, length, bytes). Protobuf parsers
 /// accept fields in any order, so the nonce after the body decodes as PolicyBundle.nonce.
 /// Immutable and thread-safe.
 class SharedBundle {
@@ -31,8 +32,10 @@ class SharedBundle {
   absl::Time published() const { return published_; }
   size_t body_size() const { return body_size_; }
 
-  /// The serialised ServerMessage carrying this bundle with `nonce` (<= 64 bytes).
-  grpc::ByteBuffer Message(std::string_view nonce) const;
+  /// The serialised ServerMessage carrying this bundle with `nonce` (<= 64 bytes) and the
+  /// host's own fields `host_fields`: serialised PolicyBundle fields (the host's experiment
+  /// assignments, field 4), placed between the shared body and the nonce; may be empty.
+  grpc::ByteBuffer Message(std::string_view nonce, std::string_view host_fields = {}) const;
 
  private:
   const uint64_t version_;

@@ -464,4 +464,16 @@ absl::StatusOr<v1::ListEventsResponse> FleetApi::ListEvents(
   return response;
 }
 
+absl::Status FleetApi::BumpBundleVersion() {
+  absl::MutexLock lock(&write_mu_);
+  absl::StatusOr<uint64_t> version = deps_.store->BumpBundleVersion();
+  if (!version.ok()) {
+    deps_.metrics->store_write_failures->Increment();
+    return version.status();
+  }
+  deps_.policies->SetVersion(*version);
+  deps_.on_policy_change();
+  return absl::OkStatus();
+}
+
 }  // namespace rxfleet::server

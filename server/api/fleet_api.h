@@ -82,6 +82,11 @@ class FleetApi {
 
   absl::StatusOr<v1::ListEventsResponse> ListEvents(const v1::ListEventsRequest& request) const;
 
+  /// A new bundle version with the same policies, for changes outside the policies
+  /// (experiment assignments): committed to the store, then to the policy set, then pushed
+  /// like a policy change, serialised with policy writes. Store errors as ApplyPolicy.
+  absl::Status BumpBundleVersion();
+
  private:
   /// `policy` with its status over `adapters` (the registry's, not GONE).
   v1::Policy WithStatus(const v1::Policy& policy, const PolicySnapshot& snapshot,

@@ -8,13 +8,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/api/status.h"
+#include "server/experiments/controller.h"
 
 namespace rxfleet::server {
-namespace {
-
-constexpr char kNoExperiments[] = "experiments are not available in this server version";
-
-}  // namespace
+namespace {}  // namespace
 
 // One WatchEvents call. Events arrive from the event log (under its lock) and are queued here;
 // one write is in flight at a time. Lifetime: deleted in OnDone, after unregistering from the
@@ -143,15 +140,27 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
 };
 
 FleetServiceImpl::FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work,
-                                   Authorizer* auth, TokenStore* tokens)
-    : api_(api), events_(events), work_(work), auth_(auth), tokens_(tokens) {}
+                                   Authorizer* auth, TokenStore* tokens,
+                                   ExperimentController* experiments)
+    : api_(api),
+      events_(events),
+      work_(work),
+      auth_(auth),
+      tokens_(tokens),
+      experiments_(experiments) {}
 
 FleetServiceImpl::~FleetServiceImpl() = default;
 
-grpc::ServerUnaryReactor* FleetServiceImpl::NoExperiments(grpc::CallbackServerContext* context) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, kNoExperiments));
-  return reactor;
+template <typename Response, typename Fn>
+grpc::ServerUnaryReactor* FleetServiceImpl::RunExperiment(grpc::CallbackServerContext* context,
+                                                          std::string_view method,
+                                                          Response* response, Fn fn) {
+  return Run(context, method, response, [this, fn]() -> absl::StatusOr<Response> {
+    if (experiments_ == nullptr) {
+      return absl::UnimplementedError("experiments are not enabled in this server");
+    }
+    return fn(*experiments_);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListHosts(grpc::CallbackServerContext* context,
@@ -212,40 +221,52 @@ grpc::ServerUnaryReactor* FleetServiceImpl::ExplainAdapter(grpc::CallbackServerC
              [this, request] { return api_->ExplainAdapter(*request); });
 }
 
-grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(grpc::CallbackServerContext* context,
-                                                             const v1::CreateExperimentRequest*,
-                                                             v1::CreateExperimentResponse*) {
-  return NoExperiments(context);
+grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(
+    grpc::CallbackServerContext* context, const v1::CreateExperimentRequest* request,
+    v1::CreateExperimentResponse* response) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
+    return experiments.CreateExperiment(*request);
+  });
 }
 
-grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(grpc::CallbackServerContext* context,
-                                                            const v1::ListExperimentsRequest*,
-                                                            v1::ListExperimentsResponse*) {
-  return NoExperiments(context);
+grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(
+    grpc::CallbackServerContext* context, const v1::ListExperimentsRequest* request,
+    v1::ListExperimentsResponse* response) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
+    return experiments.ListExperiments(*request);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperiment(grpc::CallbackServerContext* context,
-                                                          const v1::GetExperimentRequest*,
-                                                          v1::Experiment*) {
-  return NoExperiments(context);
+                                                          const v1::GetExperimentRequest* request,
+                                                          v1::Experiment* response) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
+    return experiments.GetExperiment(*request);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerContext* context,
-                                                           const v1::StopExperimentRequest*,
-                                                           v1::Experiment*) {
-  return NoExperiments(context);
+                                                           const v1::StopExperimentRequest* request,
+                                                           v1::Experiment* response) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
+    return experiments.StopExperiment(*request);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(
-    grpc::CallbackServerContext* context, const v1::GetExperimentReportRequest*,
-    v1::ExperimentReport*) {
-  return NoExperiments(context);
+    grpc::CallbackServerContext* context, const v1::GetExperimentReportRequest* request,
+    v1::ExperimentReport* response) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
+    return experiments.GetExperimentReport(*request);
+  });
 }
 
-grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(grpc::CallbackServerContext* context,
-                                                              const v1::PromoteExperimentRequest*,
-                                                              v1::PromoteExperimentResponse*) {
-  return NoExperiments(context);
+grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
+    grpc::CallbackServerContext* context, const v1::PromoteExperimentRequest* request,
+    v1::PromoteExperimentResponse* response) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
+    return experiments.PromoteExperiment(*request);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListEvents(grpc::CallbackServerContext* context,

@@ -4,9 +4,9 @@
 // SQLite with fsync) and finish from there, so callback threads never block; when the queue is
 // full a call fails with RESOURCE_EXHAUSTED. WatchEvents is a callback server-streaming reactor
 // with a capped per-watch queue: a watcher that falls more than kMaxWatchBacklog events behind
-// is ended with RESOURCE_EXHAUSTED (list, then watch again). Experiment RPCs answer
-// UNIMPLEMENTED: experiments are not available in this server version. Every call is
-// authorized first (role table in server/auth/authorizer.cc).
+// is ended with RESOURCE_EXHAUSTED (list, then watch again). Experiment RPCs are served by the
+// ExperimentController (server/experiments/controller.h). Every call is authorized first (role
+// table in server/auth/authorizer.cc).
 
 #include <grpcpp/grpcpp.h>
 
@@ -28,6 +28,7 @@
 
 namespace rxfleet::server {
 
+class ExperimentController;
 class WatchReactor;
 
 /// Events a watcher may have queued before it is ended.
@@ -35,11 +36,12 @@ inline constexpr size_t kMaxWatchBacklog = 1024;
 
 class FleetServiceImpl final : public v1::FleetService::CallbackService {
  public:
-  /// `api`, `events`, `work`, `auth` and `tokens` must outlive the service (and the gRPC
-  /// server). Every call is authorized by `auth` (server/auth/authorizer.h) before it runs;
-  /// `tokens` is null in insecure mode (the token RPCs then answer FAILED_PRECONDITION).
+  /// `api`, `events`, `work`, `auth`, `tokens` and `experiments` must outlive the service (and
+  /// the gRPC server). Every call is authorized by `auth` (server/auth/authorizer.h) before it
+  /// runs; `tokens` is null in insecure mode (the token RPCs then answer FAILED_PRECONDITION).
+  /// Without `experiments` the experiment RPCs answer UNIMPLEMENTED.
   FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work, Authorizer* auth,
-                   TokenStore* tokens);
+                   TokenStore* tokens, ExperimentController* experiments = nullptr);
   ~FleetServiceImpl() override;
 
   /// Ends every watch with UNAVAILABLE("server shutting down"); new watches are refused.
@@ -117,7 +119,10 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
   /// Records an audit event for a change to a token.
   void AuditToken(const Caller& caller, std::string_view action, std::string_view name,
                   const absl::Status& result);
-  grpc::ServerUnaryReactor* NoExperiments(grpc::CallbackServerContext* context);
+  /// Run() of `fn(controller)`, or UNIMPLEMENTED without a controller (after authorization).
+  template <typename Response, typename Fn>
+  grpc::ServerUnaryReactor* RunExperiment(grpc::CallbackServerContext* context,
+                                          std::string_view method, Response* response, Fn fn);
   void Forget(WatchReactor* watch);
 
   FleetApi* const api_;
@@ -125,6 +130,7 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
   WorkQueue* const work_;
   Authorizer* const auth_;
   TokenStore* const tokens_;
+  ExperimentController* const experiments_;
 
   absl::Mutex watches_mu_;
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(watches_mu_);

@@ -53,10 +53,13 @@ v1::ExperimentSpec ExperimentSpecToProto(const Experiment& e) {
     out->set_threshold(g.threshold);
     out->set_relative_to_control(false);
     if (g.min_windows) out->set_min_windows(*g.min_windows);
+    if (g.min_adapters) out->set_min_adapters(*g.min_adapters);
   }
   for (const std::string& key : e.segment_keys) spec.add_segment_label_keys(key);
   spec.set_priority(e.priority);
   spec.set_seed(e.seed);
+  spec.set_min_adapters_per_arm(e.min_adapters_per_arm);
+  spec.set_min_windows_per_arm(e.min_windows_per_arm);
   return spec;
 }
 
@@ -142,11 +145,14 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in, std::st
     }
     g.threshold = in_g.threshold();
     if (in_g.min_windows() != 0) g.min_windows = in_g.min_windows();
+    if (in_g.min_adapters() != 0) g.min_adapters = in_g.min_adapters();
     e.guardrails.push_back(g);
   }
   e.segment_keys.assign(spec.segment_label_keys().begin(), spec.segment_label_keys().end());
   e.priority = spec.priority();
   e.seed = spec.seed();
+  if (spec.min_adapters_per_arm() != 0) e.min_adapters_per_arm = spec.min_adapters_per_arm();
+  if (spec.min_windows_per_arm() != 0) e.min_windows_per_arm = spec.min_windows_per_arm();
   if (absl::Status s = ValidateExperiment(e); !s.ok()) return s;
   return e;
 }
@@ -161,7 +167,10 @@ v1::ExperimentAssignment AssignmentToProto(const Experiment& e, int64_t generati
   *out.mutable_settings() = common::RxAggSettingsToProto(e.arms[a.arm_index].settings);
   out.set_priority(e.priority);
   out.set_period_index(a.period_index);
+  *out.mutable_period_start_time() = common::TimeToProto(a.period_start);
   *out.mutable_period_end_time() = common::TimeToProto(a.period_end);
+  *out.mutable_window_length() = common::DurationToProto(e.window_length);
+  *out.mutable_burn_in() = common::DurationToProto(e.burn_in);
   return out;
 }
 
@@ -270,6 +279,12 @@ v1::ExperimentReport ReportToProto(const Report& r, int64_t generation, v1::Expe
       out_c->set_ci95_low(c.estimate->ci.low);
       out_c->set_ci95_high(c.estimate->ci.high);
       out_c->set_p_value(c.estimate->p_value);
+      out_c->set_always_valid_p_value(c.estimate->always_valid.p_value);
+      out_c->set_always_valid_ci95_low(c.estimate->always_valid.ci.low);
+      out_c->set_always_valid_ci95_high(c.estimate->always_valid.ci.high);
+      out_c->set_conclusive(c.conclusive);
+      out_c->set_treatment_units(static_cast<uint32_t>(c.treatment_units));
+      out_c->set_control_units(static_cast<uint32_t>(c.control_units));
     }
   }
   for (const ReportNote& note : r.notes) {
@@ -278,6 +293,7 @@ v1::ExperimentReport ReportToProto(const Report& r, int64_t generation, v1::Expe
     n->set_message(note.message);
     if (note.segment) SegmentToProto(r.segment_keys, *note.segment, n->mutable_segment());
   }
+  out.set_text(RenderReportText(r));
   return out;
 }
 

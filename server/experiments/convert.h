@@ -6,13 +6,12 @@
 // Mapping notes:
 //  - Guardrail ops are the condition to keep; the API's comparator is the direction that
 //    trips: "<=" <-> COMPARATOR_GREATER_THAN, ">=" <-> COMPARATOR_LESS_THAN.
-//  - The API has no fields for minAdaptersPerArm, minWindowsPerArm or a guardrail's
-//    minAdapters: ExperimentToProto drops them and ExperimentFromProto uses the defaults.
-//    relative_to_control guardrails are not supported (InvalidArgument).
+//  - minAdaptersPerArm, minWindowsPerArm and a guardrail's minAdapters/minWindows map to the
+//    spec fields of the same name; 0 in the API means the default. relative_to_control
+//    guardrails are not supported (InvalidArgument).
 //  - ReportToProto: a summary without an interval (fewer than 2 adapters) has ci95_low and
 //    ci95_high NaN; comparisons without an estimate are left out (a `not_enough_data` note
-//    says why); relative_diff is 0 when the control mean is 0; always-valid p-values have no
-//    field and are only in the text rendering.
+//    says why); relative_diff is 0 when the control mean is 0; `text` is RenderReportText.
 
 #include <cstdint>
 #include <string>
@@ -45,7 +44,8 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& experiment,
                                                std::string_view source);
 
 /// The v1::ExperimentAssignment of an adapter for a bundle: the arm in effect with its
-/// settings, the experiment's priority, period_index and period_end_time.
+/// settings, the experiment's priority, period_index, period_start_time, period_end_time,
+/// window_length and burn_in.
 v1::ExperimentAssignment AssignmentToProto(const Experiment& experiment, int64_t generation,
                                            std::string_view adapter_id,
                                            const Assignment& assignment);

@@ -57,9 +57,23 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
                                  "Agent streams ended because of invalid messages.");
   streams_replaced = MakeCounter(reg, "rxfleet_server_streams_replaced_total",
                                  "Agent streams ended by a newer stream of the same host.");
-  metric_windows_ignored =
-      MakeCounter(reg, "rxfleet_server_metric_windows_ignored_total",
-                  "MetricWindow messages ignored (experiments are not available in this version).");
+  auto& windows = prometheus::BuildCounter()
+                      .Name("rxfleet_server_metric_windows_total")
+                      .Help("Experiment metric windows received from agents, by result.")
+                      .Register(reg);
+  metric_windows_stored = &windows.Add({{"result", "stored"}});
+  metric_windows_rejected = &windows.Add({{"result", "rejected"}});
+  experiment_info = &prometheus::BuildGauge()
+                         .Name("rxfleet_server_experiment_info")
+                         .Help("1 for every stored experiment, labelled with its phase.")
+                         .Register(reg);
+  experiment_arm_stopped =
+      &prometheus::BuildGauge()
+           .Name("rxfleet_server_experiment_arm_stopped")
+           .Help(
+               "1 for every arm of a running experiment stopped in a segment (\"*\" = every "
+               "segment).")
+           .Register(reg);
   store_write_failures = MakeCounter(reg, "rxfleet_server_store_write_failures_total",
                                      "Failed database writes (API writes and registry flushes).");
 }

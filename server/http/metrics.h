@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "prometheus/counter.h"
+#include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -34,10 +35,18 @@ struct ServerMetrics {
   prometheus::Histogram* fanout_seconds;       ///< time to queue one bundle on every stream
 
   // Streams.
-  prometheus::Counter* streams_opened;          ///< streams that sent a valid Hello
-  prometheus::Counter* streams_rejected;        ///< streams ended for invalid input
-  prometheus::Counter* streams_replaced;        ///< streams ended by a newer stream of their host
-  prometheus::Counter* metric_windows_ignored;  ///< MetricWindows (no experiments yet)
+  prometheus::Counter* streams_opened;    ///< streams that sent a valid Hello
+  prometheus::Counter* streams_rejected;  ///< streams ended for invalid input
+  prometheus::Counter* streams_replaced;  ///< streams ended by a newer stream of their host
+
+  // Experiments.
+  prometheus::Counter* metric_windows_stored;    ///< metric_windows_total{result="stored"}
+  prometheus::Counter* metric_windows_rejected;  ///< metric_windows_total{result="rejected"}
+  /// rxfleet_server_experiment_info{experiment, phase} = 1 per known experiment.
+  prometheus::Family<prometheus::Gauge>* experiment_info;
+  /// rxfleet_server_experiment_arm_stopped{experiment, arm, segment} = 1 per stopped arm of a
+  /// running experiment; segment is "k=v,k=v" or "*" for every segment.
+  prometheus::Family<prometheus::Gauge>* experiment_arm_stopped;
 
   // Persistence.
   prometheus::Counter* store_write_failures;  ///< failed SQLite writes (API or write-behind)

@@ -60,6 +60,12 @@ void PolicySet::Put(const v1::Policy& stored, uint64_t bundle_version) {
   current_ = Rebuild(std::move(policies), bundle_version);
 }
 
+void PolicySet::SetVersion(uint64_t bundle_version) {
+  absl::MutexLock lock(&mu_);
+  if (bundle_version <= current_->bundle_version) return;
+  current_ = Rebuild(current_->policies, bundle_version);
+}
+
 void PolicySet::Remove(std::string_view name, uint64_t bundle_version) {
   absl::MutexLock lock(&mu_);
   if (bundle_version < current_->bundle_version) return;

@@ -60,6 +60,9 @@ class PolicySet {
   /// After a committed create/update: `stored` as the store returned it, and the bundle
   /// version of that write. Versions never go backwards: an older version is ignored.
   void Put(const v1::Policy& stored, uint64_t bundle_version);
+  /// After a committed bundle version bump that changed no policy (experiment assignments
+  /// changed): the same policies under `bundle_version`. Older versions are ignored.
+  void SetVersion(uint64_t bundle_version);
   /// After a committed delete.
   void Remove(std::string_view name, uint64_t bundle_version);
 

@@ -1,7 +1,10 @@
 #include "server/registry/registry.h"
 
+#include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
@@ -28,6 +31,139 @@ void SetCondition(v1::HostStatus* status, std::string_view type, bool value,
 
 bool IsGone(const v1::Adapter& adapter) {
   return adapter.status().state() == v1::ADAPTER_STATE_GONE;
+}
+
+namespace {
+
+constexpr char kHoldPrefix[] = "hold ";
+
+v1::Event AdapterEvent(const v1::Adapter& adapter, v1::EventType type, std::string reason,
+                       std::string message) {
+  v1::Event event;
+  event.set_type(type);
+  event.set_reason(std::move(reason));
+  event.set_message(std::move(message));
+  event.mutable_involved_object()->set_kind("Adapter");
+  event.mutable_involved_object()->set_name(adapter.metadata().name());
+  event.mutable_involved_object()->set_host_id(adapter.host_id());
+  event.set_host_id(adapter.host_id());
+  event.set_source("rxfleet-agent");
+  return event;
+}
+
+// The hold the agent read back from the register; nullopt when it has no observation.
+std::optional<uint32_t> ObservedHold(const v1::Adapter& adapter) {
+  const v1::ObservedRxAgg& observed = adapter.status().observed();
+  if (observed.registers_size() == 0) return std::nullopt;
+  return observed.decoded().hold_us();
+}
+
+std::string StateWord(v1::AdapterState state) {
+  std::string name = v1::AdapterState_Name(state);
+  constexpr absl::string_view kPrefix = "ADAPTER_STATE_";
+  if (absl::StartsWith(name, kPrefix)) name = name.substr(kPrefix.size());
+  return absl::AsciiStrToLower(name);
+}
+
+bool WarningState(v1::AdapterState state) {
+  return state == v1::ADAPTER_STATE_ERROR || state == v1::ADAPTER_STATE_DRIFTED ||
+         state == v1::ADAPTER_STATE_DISABLED_BY_DRIVER ||
+         state == v1::ADAPTER_STATE_INVALID_SETTINGS;
+}
+
+// "adapter port-1-1.3" in a NACK detail, not followed by more of an id (port-1-1.30).
+bool NamesAdapter(absl::string_view detail, absl::string_view id) {
+  const std::string needle = absl::StrCat("adapter ", id);
+  for (size_t at = detail.find(needle); at != absl::string_view::npos;
+       at = detail.find(needle, at + 1)) {
+    const size_t end = at + needle.size();
+    if (end == detail.size()) return true;
+    const char next = detail[end];
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(next)) && next != '-' && next != '.' &&
+        next != '_') {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The adapter events of a report, with the host id the registry knows (an agent's adapter may
+// leave Adapter.host_id empty).
+void AppendEvents(std::vector<v1::Event> events, const std::string& host_id,
+                  std::vector<v1::Event>& out) {
+  for (v1::Event& event : events) {
+    event.set_host_id(host_id);
+    event.mutable_involved_object()->set_host_id(host_id);
+    out.push_back(std::move(event));
+  }
+}
+
+}  // namespace
+
+std::vector<v1::Event> AdapterEvents(const v1::Adapter* before, const v1::Adapter& after) {
+  std::vector<v1::Event> events;
+  if (before == nullptr) return events;
+  const v1::AdapterCounters& was = before->status().counters();
+  const v1::AdapterCounters& now = after.status().counters();
+  const std::optional<uint32_t> old_hold = ObservedHold(*before);
+  const std::optional<uint32_t> new_hold = ObservedHold(after);
+  const bool hold_changed = old_hold && new_hold && *old_hold != *new_hold;
+  if (now.applies_total() > was.applies_total()) {
+    std::string message;
+    if (hold_changed) {
+      message = absl::StrCat(kHoldPrefix, *old_hold, "µs -> ", *new_hold, "µs");
+    } else if (new_hold) {
+      message = absl::StrCat("settings applied, ", kHoldPrefix, *new_hold, "µs");
+    } else {
+      message = "settings applied";
+    }
+    const v1::Provenance* source = nullptr;
+    const auto& provenance = after.status().desired().provenance();
+    if (auto it = provenance.find("hold_us"); it != provenance.end()) source = &it->second;
+    if (source != nullptr && !source->name().empty()) {
+      if (source->source() == v1::SETTING_SOURCE_EXPERIMENT) {
+        absl::StrAppend(&message, " (experiment ", source->name(), " arm ", source->arm(), ")");
+      } else if (source->source() == v1::SETTING_SOURCE_LOCAL_FILE) {
+        absl::StrAppend(&message, " (local policy ", source->name(), ")");
+      } else {
+        absl::StrAppend(&message, " (policy ", source->name(), ")");
+      }
+    }
+    events.push_back(AdapterEvent(after, v1::EVENT_TYPE_NORMAL, "Applied", std::move(message)));
+  } else if (hold_changed) {
+    events.push_back(
+        AdapterEvent(after, v1::EVENT_TYPE_NORMAL, "HoldChanged",
+                     absl::StrCat("observed ", kHoldPrefix, *old_hold, "µs -> ", *new_hold, "µs")));
+  }
+  if (now.drift_repairs_total() > was.drift_repairs_total()) {
+    const uint64_t repairs = now.drift_repairs_total() - was.drift_repairs_total();
+    events.push_back(
+        AdapterEvent(after, v1::EVENT_TYPE_WARNING, "DriftRepaired",
+                     absl::StrCat("register drifted from the desired settings; rewritten",
+                                  repairs > 1 ? absl::StrCat(" (", repairs, " repairs)") : "")));
+  }
+  if (now.failures_total() > was.failures_total()) {
+    std::string detail;
+    for (const v1::Condition& condition : after.status().conditions()) {
+      if (condition.status() == v1::CONDITION_STATUS_FALSE && !condition.message().empty()) {
+        detail = absl::StrCat(": ", condition.reason().empty() ? "" : condition.reason(),
+                              condition.reason().empty() ? "" : " ", condition.message());
+        break;
+      }
+    }
+    events.push_back(AdapterEvent(
+        after, v1::EVENT_TYPE_WARNING, "ApplyFailed",
+        absl::StrCat(now.failures_total() - was.failures_total(), " failed transfer(s)", detail)));
+  }
+  if (before->status().state() != after.status().state()) {
+    events.push_back(AdapterEvent(
+        after,
+        WarningState(after.status().state()) ? v1::EVENT_TYPE_WARNING : v1::EVENT_TYPE_NORMAL,
+        "StateChanged",
+        absl::StrCat("state ", StateWord(before->status().state()), " -> ",
+                     StateWord(after.status().state()))));
+  }
+  return events;
 }
 
 Registry::Registry(RegistryOptions options, std::vector<HostRecord> loaded)
@@ -139,31 +275,49 @@ void Registry::PutAdapter(Entry& entry, v1::Adapter adapter, absl::Time now) {
 
 bool Registry::ReplaceAdapters(std::string_view host_id, uint64_t stream,
                                const std::vector<v1::Adapter>& adapters, absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  Entry* entry = Current(host_id, stream);
-  if (entry == nullptr) return false;
-  std::map<std::string, v1::Adapter> previous = std::move(entry->adapters);
-  entry->adapters.clear();
-  for (const v1::Adapter& adapter : adapters) {
-    auto old = previous.find(adapter.metadata().name());
-    if (old != previous.end()) entry->adapters.insert(*old);  // keeps create_time and uid
-    PutAdapter(*entry, adapter, now);
+  std::vector<v1::Event> events;
+  {
+    absl::MutexLock lock(&mu_);
+    Entry* entry = Current(host_id, stream);
+    if (entry == nullptr) return false;
+    std::map<std::string, v1::Adapter> previous = std::move(entry->adapters);
+    entry->adapters.clear();
+    for (const v1::Adapter& adapter : adapters) {
+      auto old = previous.find(adapter.metadata().name());
+      if (old != previous.end()) {
+        entry->adapters.insert(*old);  // keeps create_time and uid
+        AppendEvents(AdapterEvents(&old->second, adapter), entry->host.metadata().name(), events);
+      }
+      PutAdapter(*entry, adapter, now);
+    }
+    *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
+    MarkDirty(entry->host.metadata().name(), now, /*adapters=*/true);
   }
-  *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
-  MarkDirty(entry->host.metadata().name(), now, /*adapters=*/true);
+  Emit(std::move(events), now);
   return true;
 }
 
 bool Registry::UpdateAdapters(std::string_view host_id, uint64_t stream,
                               const std::vector<v1::Adapter>& changed,
                               const std::vector<std::string>& removed, absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  Entry* entry = Current(host_id, stream);
-  if (entry == nullptr) return false;
-  for (const v1::Adapter& adapter : changed) PutAdapter(*entry, adapter, now);
-  for (const std::string& id : removed) entry->adapters.erase(id);
-  *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
-  MarkDirty(entry->host.metadata().name(), now, /*adapters=*/!changed.empty() || !removed.empty());
+  std::vector<v1::Event> events;
+  {
+    absl::MutexLock lock(&mu_);
+    Entry* entry = Current(host_id, stream);
+    if (entry == nullptr) return false;
+    for (const v1::Adapter& adapter : changed) {
+      auto old = entry->adapters.find(adapter.metadata().name());
+      if (old != entry->adapters.end()) {
+        AppendEvents(AdapterEvents(&old->second, adapter), entry->host.metadata().name(), events);
+      }
+      PutAdapter(*entry, adapter, now);
+    }
+    for (const std::string& id : removed) entry->adapters.erase(id);
+    *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
+    MarkDirty(entry->host.metadata().name(), now,
+              /*adapters=*/!changed.empty() || !removed.empty());
+  }
+  Emit(std::move(events), now);
   return true;
 }
 
@@ -196,13 +350,33 @@ bool Registry::RecordAck(std::string_view host_id, uint64_t stream, uint64_t ver
 
 bool Registry::RecordNack(std::string_view host_id, uint64_t stream, const v1::NackRecord& nack,
                           absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  Entry* entry = Current(host_id, stream);
-  if (entry == nullptr) return false;
-  *entry->host.mutable_status()->mutable_last_nack() = nack;
-  *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
-  MarkDirty(entry->host.metadata().name(), now);
+  std::vector<v1::Event> events;
+  {
+    absl::MutexLock lock(&mu_);
+    Entry* entry = Current(host_id, stream);
+    if (entry == nullptr) return false;
+    *entry->host.mutable_status()->mutable_last_nack() = nack;
+    *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
+    MarkDirty(entry->host.metadata().name(), now);
+    for (const auto& [id, adapter] : entry->adapters) {
+      if (!NamesAdapter(nack.error_detail(), id)) continue;
+      v1::Event event = AdapterEvent(
+          adapter, v1::EVENT_TYPE_WARNING, "BundleNacked",
+          absl::StrCat("host ", entry->host.metadata().name(), " rejected bundle version ",
+                       nack.version(), ": ", nack.error_detail()));
+      event.set_host_id(entry->host.metadata().name());
+      event.mutable_involved_object()->set_host_id(entry->host.metadata().name());
+      event.set_source("rxfleet-server");
+      events.push_back(std::move(event));
+    }
+  }
+  Emit(std::move(events), now);
   return true;
+}
+
+void Registry::Emit(std::vector<v1::Event> events, absl::Time now) const {
+  if (!options_.on_adapter_event) return;
+  for (v1::Event& event : events) options_.on_adapter_event(std::move(event), now);
 }
 
 bool Registry::IsStale(const Entry& entry, absl::Time now) const {
@@ -271,6 +445,17 @@ std::vector<v1::Adapter> Registry::ListAdapters(bool include_gone) const {
     for (const auto& [id, adapter] : entry.adapters) {
       if (include_gone || !IsGone(adapter)) out.push_back(adapter);
     }
+  }
+  return out;
+}
+
+std::vector<v1::Adapter> Registry::HostAdapters(std::string_view host_id) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Adapter> out;
+  auto host = hosts_.find(host_id);
+  if (host == hosts_.end()) return out;
+  for (const auto& [id, adapter] : host->second.adapters) {
+    if (!IsGone(adapter)) out.push_back(adapter);
   }
   return out;
 }

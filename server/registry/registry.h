@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "rxfleet/v1/adapter.pb.h"
 #include "rxfleet/v1/agent_service.pb.h"
+#include "rxfleet/v1/event.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "server/store/store.h"
 
@@ -22,7 +24,27 @@ struct RegistryOptions {
   /// A host is stale when nothing arrived on its stream for longer than this, or when it has
   /// not ACKed a bundle sent to it for longer than this. > 0.
   absl::Duration stale_after = absl::Minutes(5);
+  /// Receives the adapter events (AdapterEvents, NACKs naming an adapter) of every accepted
+  /// inventory, update and NACK, after the registry's lock is released; e.g. EventLog::Record.
+  /// Unset: no adapter events.
+  std::function<void(v1::Event, absl::Time)> on_adapter_event;
 };
+
+/// The events an agent's new report of one adapter implies, compared with its previous
+/// report (`before`, nullptr for an adapter the server has not seen), involved object
+/// {kind `Adapter`, name the adapter id, host_id}, host_id set, source `rxfleet-agent`:
+///  - `Applied` (Normal) when counters.applies_total grew: the observed hold before -> after
+///    when it changed ("hold 1024µs -> 32µs"), else the hold re-applied;
+///  - `HoldChanged` (Normal) when the observed hold changed without an apply (e.g. the driver
+///    re-initialised the chip);
+///  - `DriftRepaired` (Warning) when counters.drift_repairs_total grew, with how many repairs;
+///  - `ApplyFailed` (Warning) when counters.failures_total grew, with the failing condition's
+///    message when there is one;
+///  - `StateChanged` when status.state changed ("state applied -> asleep"): Warning for
+///    error, drifted, disabled_by_driver and invalid_settings, Normal otherwise.
+/// Counters that went down (the agent restarted) are a new baseline, not events. A new
+/// adapter yields nothing. Pure; in report order.
+std::vector<v1::Event> AdapterEvents(const v1::Adapter* before, const v1::Adapter& after);
 
 /// Hosts and their adapters as agents report them, in memory, with write-behind persistence
 /// (TakeDirty/ReturnDirty). Disconnected hosts stay listed with their last reported adapters.
@@ -63,7 +85,8 @@ class Registry {
   bool RecordSent(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
   /// The agent ACKed `version` (nonce already checked by the stream). Clears last_nack.
   bool RecordAck(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
-  /// The agent NACKed.
+  /// The agent NACKed. A NACK whose detail names an adapter of the host ("adapter
+  /// port-1-1.3") also yields a `BundleNacked` Warning event about that adapter.
   bool RecordNack(std::string_view host_id, uint64_t stream, const v1::NackRecord& nack,
                   absl::Time now);
 
@@ -77,6 +100,9 @@ class Registry {
   /// Adapters ordered by (host_id, name); metadata.labels carry the host's labels. GONE
   /// adapters only with `include_gone`.
   std::vector<v1::Adapter> ListAdapters(bool include_gone) const;
+  /// The adapters of one host that are not GONE, by adapter id (labels carry the host's
+  /// labels); empty if the host is unknown.
+  std::vector<v1::Adapter> HostAdapters(std::string_view host_id) const;
   /// One adapter; NotFound if the host or the adapter is unknown.
   absl::StatusOr<v1::Adapter> GetAdapter(std::string_view host_id,
                                          std::string_view adapter_id) const;
@@ -114,6 +140,8 @@ class Registry {
   };
 
   Entry* Current(std::string_view host_id, uint64_t stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Hands `events` to options_.on_adapter_event; call without holding mu_.
+  void Emit(std::vector<v1::Event> events, absl::Time now) const ABSL_LOCKS_EXCLUDED(mu_);
   void PutAdapter(Entry& entry, v1::Adapter adapter, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Bumps the host's resource version and queues it for the store; `adapters` also queues its

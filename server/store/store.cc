@@ -14,6 +14,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -57,7 +59,29 @@ constexpr Migration kMigrations[] = {
       );
       CREATE INDEX events_by_last_time ON events (last_time_ns);
     )sql"},
+    {2, "experiments and metric windows",
+     R"sql(
+      CREATE TABLE experiments (
+        name TEXT PRIMARY KEY,
+        create_time_ns INTEGER NOT NULL,
+        end_time_ns INTEGER,
+        record BLOB NOT NULL
+      ) WITHOUT ROWID;
+      CREATE TABLE metric_windows (
+        id INTEGER PRIMARY KEY,
+        experiment TEXT NOT NULL,
+        host_id TEXT NOT NULL,
+        valid INTEGER NOT NULL,
+        segment_count INTEGER NOT NULL,
+        segment TEXT NOT NULL,
+        record BLOB NOT NULL
+      );
+      CREATE INDEX metric_windows_by_experiment ON metric_windows (experiment, id);
+    )sql"},
 };
+
+// Segment values are joined with the ASCII unit separator, which label values cannot hold.
+constexpr char kSegmentSeparator = '\x1f';
 
 // Maps an SQLite error to a Status for callers: the code says what the caller can do, the
 // message names the operation, the file and SQLite's reason.
@@ -447,6 +471,207 @@ absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
     return StatusFromSqlite(e, "cannot save the registry", path_);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Store::BumpBundleVersion() {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    const int64_t bundle_version = ReadMeta(db, "bundle_version") + 1;
+    WriteMeta(db, "bundle_version", bundle_version);
+    transaction.commit();
+    return static_cast<uint64_t>(bundle_version);
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot bump the bundle version", path_);
+  }
+}
+
+namespace {
+
+std::optional<v1::Experiment> FindExperiment(SQLite::Database& db, std::string_view name) {
+  SQLite::Statement query(db, "SELECT record FROM experiments WHERE name = ?");
+  query.bind(1, std::string(name));
+  if (!query.executeStep()) return std::nullopt;
+  return ParseRecord<v1::Experiment>(query.getColumn(0), "experiments");
+}
+
+void UpsertExperiment(SQLite::Database& db, const v1::Experiment& experiment) {
+  std::string buffer;
+  SQLite::Statement upsert(db,
+                           "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
+                           "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                           "end_time_ns = excluded.end_time_ns, record = excluded.record");
+  upsert.bind(1, experiment.metadata().name());
+  upsert.bind(2, absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
+  if (experiment.status().has_end_time()) {
+    upsert.bind(3, absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
+  } else {
+    upsert.bind(3);
+  }
+  BindRecord(upsert, 4, experiment, &buffer);
+  upsert.exec();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Experiment> Store::CreateExperiment(const v1::Experiment& experiment,
+                                                       absl::Time now) {
+  const std::string& name = experiment.metadata().name();
+  if (name.empty()) return absl::InvalidArgumentError("experiment metadata.name must be set");
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    if (FindExperiment(db, name).has_value()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "experiment ", name, " already exists (names are never reused, even after it ended)"));
+    }
+    const int64_t revision = ReadMeta(db, "revision") + 1;
+    v1::Experiment out = experiment;
+    v1::ObjectMeta* meta = out.mutable_metadata();
+    meta->set_uid(NewUid());
+    meta->set_generation(1);
+    meta->set_resource_version(absl::StrCat(revision));
+    *meta->mutable_create_time() = common::TimeToProto(now);
+    *meta->mutable_update_time() = common::TimeToProto(now);
+    UpsertExperiment(db, out);
+    WriteMeta(db, "revision", revision);
+    transaction.commit();
+    return out;
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot store experiment ", name), path_);
+  }
+}
+
+absl::StatusOr<v1::Experiment> Store::UpdateExperimentStatus(std::string_view name,
+                                                             const v1::ExperimentStatus& status,
+                                                             absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    std::optional<v1::Experiment> stored = FindExperiment(db, name);
+    if (!stored.has_value()) {
+      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
+    }
+    const int64_t revision = ReadMeta(db, "revision") + 1;
+    *stored->mutable_status() = status;
+    stored->mutable_metadata()->set_resource_version(absl::StrCat(revision));
+    *stored->mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
+    UpsertExperiment(db, *stored);
+    WriteMeta(db, "revision", revision);
+    transaction.commit();
+    return *std::move(stored);
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot update experiment ", ToAbslView(name)), path_);
+  }
+}
+
+absl::StatusOr<std::vector<v1::Experiment>> Store::LoadExperiments() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Experiment> out;
+  try {
+    SQLite::Statement query(*db_, "SELECT record FROM experiments ORDER BY create_time_ns, name");
+    while (query.executeStep()) {
+      out.push_back(ParseRecord<v1::Experiment>(query.getColumn(0), "experiments"));
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot load experiments", path_);
+  }
+  return out;
+}
+
+absl::Status Store::AddWindows(absl::Span<const StoredWindow> windows) {
+  if (windows.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    std::string buffer;
+    SQLite::Statement insert(db,
+                             "INSERT INTO metric_windows (experiment, host_id, valid, "
+                             "segment_count, segment, record) VALUES (?, ?, ?, ?, ?, ?)");
+    for (const StoredWindow& w : windows) {
+      insert.bind(1, w.experiment);
+      insert.bind(2, w.host_id);
+      insert.bind(3, w.window.valid() ? 1 : 0);
+      insert.bind(4, static_cast<int64_t>(w.segment.size()));
+      insert.bind(5, absl::StrJoin(w.segment, std::string(1, kSegmentSeparator)));
+      BindRecord(insert, 6, w.window, &buffer);
+      insert.exec();
+      insert.reset();
+    }
+    transaction.commit();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot store metric windows", path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::ForEachWindow(
+    std::string_view experiment,
+    const std::function<void(const std::string& host_id, std::vector<std::string> segment,
+                             const v1::MetricWindow& window)>& fn) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Statement query(*db_,
+                            "SELECT host_id, segment_count, segment, record FROM metric_windows "
+                            "WHERE experiment = ? ORDER BY id");
+    query.bind(1, std::string(experiment));
+    v1::MetricWindow window;
+    while (query.executeStep()) {
+      const SQLite::Column record = query.getColumn(3);
+      if (!window.ParseFromArray(record.getBlob(), record.getBytes())) {
+        throw SQLite::Exception("a record in table metric_windows does not parse", SQLITE_CORRUPT);
+      }
+      std::vector<std::string> segment;
+      if (query.getColumn(1).getInt64() > 0) {
+        segment = absl::StrSplit(query.getColumn(2).getString(), kSegmentSeparator);
+      }
+      fn(query.getColumn(0).getString(), std::move(segment), window);
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(
+        e, absl::StrCat("cannot read the metric windows of experiment ", ToAbslView(experiment)),
+        path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, WindowCounts>> Store::CountWindows() {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, WindowCounts> out;
+  try {
+    SQLite::Statement query(*db_,
+                            "SELECT experiment, COUNT(*), SUM(valid) FROM metric_windows "
+                            "GROUP BY experiment");
+    while (query.executeStep()) {
+      WindowCounts& counts = out[query.getColumn(0).getString()];
+      counts.total = static_cast<uint64_t>(query.getColumn(1).getInt64());
+      counts.valid = static_cast<uint64_t>(query.getColumn(2).getInt64());
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot count metric windows", path_);
+  }
+  return out;
+}
+
+absl::StatusOr<uint64_t> Store::DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    SQLite::Statement remove(db,
+                             "DELETE FROM metric_windows WHERE experiment IN (SELECT name FROM "
+                             "experiments WHERE end_time_ns IS NOT NULL AND end_time_ns < ?)");
+    remove.bind(1, absl::ToUnixNanos(ended_before));
+    const int deleted = remove.exec();
+    transaction.commit();
+    return static_cast<uint64_t>(deleted);
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot delete expired metric windows", path_);
+  }
 }
 
 }  // namespace rxfleet::server

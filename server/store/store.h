@@ -1,7 +1,8 @@
 #pragma once
 
 // Durable state of rxfleet-server in one SQLite file: policies with resource versions, the
-// bundle version, the host/adapter registry and fleet events.
+// bundle version, the host/adapter registry, fleet events, experiments and their metric
+// windows.
 //
 // Durability: WAL journal with synchronous=FULL, so a call that returned OK survives a
 // `kill -9` or a power cut. Every write is one transaction (BEGIN IMMEDIATE): a failed write
@@ -16,6 +17,8 @@
 // connection.
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,7 +31,9 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "rxfleet/v1/adapter.pb.h"
+#include "rxfleet/v1/agent_service.pb.h"
 #include "rxfleet/v1/event.pb.h"
+#include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
 
@@ -100,6 +105,21 @@ struct StoredState {
 absl::Status PolicyPreconditionFailed(std::string_view name, const std::string* stored,
                                       std::string_view expected);
 
+/// One metric window as stored: the agent's message, the host that sent it and the adapter's
+/// segment values at receipt (aligned with the experiment's segment keys).
+struct StoredWindow {
+  std::string experiment;
+  std::string host_id;
+  std::vector<std::string> segment;
+  v1::MetricWindow window;
+};
+
+/// Windows stored for one experiment.
+struct WindowCounts {
+  uint64_t total = 0;
+  uint64_t valid = 0;  ///< MetricWindow.valid set
+};
+
 class Store {
  public:
   /// Latest schema version this program writes.
@@ -144,6 +164,39 @@ class Store {
   /// events beyond the newest `max_events` and those whose last_time is before `events_min_time`.
   absl::Status SaveRegistry(absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events,
                             size_t max_events, absl::Time events_min_time);
+
+  /// Bumps the bundle version by one without changing policies (experiment assignments
+  /// changed) and returns the new version.
+  absl::StatusOr<uint64_t> BumpBundleVersion();
+
+  /// Stores a new experiment (metadata.name set, validated by the caller): sets
+  /// metadata.uid, resource_version (the store-wide revision), generation 1 and
+  /// create_time = `now`; returns it as stored. AlreadyExists if the name is taken (also by a
+  /// stopped or completed experiment). Write errors as ApplyPolicy.
+  absl::StatusOr<v1::Experiment> CreateExperiment(const v1::Experiment& experiment, absl::Time now);
+  /// Replaces the status of a stored experiment (spec and metadata other than
+  /// resource_version/update_time are kept) and returns it with a new resource_version.
+  /// NotFound if it does not exist.
+  absl::StatusOr<v1::Experiment> UpdateExperimentStatus(std::string_view name,
+                                                        const v1::ExperimentStatus& status,
+                                                        absl::Time now);
+  /// Every stored experiment, ordered by create time (oldest first).
+  absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments();
+
+  /// Appends metric windows in one transaction (all or nothing).
+  absl::Status AddWindows(absl::Span<const StoredWindow> windows);
+  /// Calls `fn` for every stored window of `experiment`, in arrival order; `segment_keys` is
+  /// the number of segment keys of the experiment. Errors: read errors; FailedPrecondition
+  /// naming the row when a record does not parse.
+  absl::Status ForEachWindow(
+      std::string_view experiment,
+      const std::function<void(const std::string& host_id, std::vector<std::string> segment,
+                               const v1::MetricWindow& window)>& fn);
+  /// Stored windows per experiment (experiments without windows are absent).
+  absl::StatusOr<std::map<std::string, WindowCounts>> CountWindows();
+  /// Deletes the windows of experiments whose status.end_time is before `ended_before`;
+  /// returns how many were deleted.
+  absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before);
 
  private:
   explicit Store(std::string path);

@@ -180,14 +180,58 @@ TEST(AppTest, InvalidPolicyDocumentsExitOneNamingFieldFileAndLine) {
   EXPECT_THAT(h.err(), HasSubstr("nearest: 32us or 64us"));
 
   EXPECT_EQ(h.Run({"apply", "-f", PolicyFile("no-such-file.yaml")}), 1);
-  EXPECT_THAT(h.err(), HasSubstr("no-such-file.yaml: cannot be read"));
+  EXPECT_THAT(h.err(), HasSubstr("no-such-file.yaml: cannot be read: No such file or directory"));
+  EXPECT_EQ(h.Run({"diff", "-f", PolicyFile("no-such-file.yaml")}), 1);
+  EXPECT_THAT(h.err(), HasSubstr("cannot be read: No such file or directory"));
+  // A directory opens but cannot be read: the reason is the system's.
+  EXPECT_EQ(h.Run({"apply", "-f", rxfleet::testing::SourcePath("tests/fixtures/cli/policies")}), 1);
+  EXPECT_THAT(h.err(), HasSubstr("cannot be read: Is a directory"));
+}
+
+TEST(AppTest, UnknownResourceTypesAreUsageErrorsListingTheValidOnes) {
+  Harness h;
+  EXPECT_EQ(h.Run({"get", "widgets"}), 2);
+  EXPECT_THAT(h.err(), StartsWith("error: unknown resource type 'widgets'; valid types: hosts, "
+                                  "adapters, policies, experiments, events\n"));
+  EXPECT_THAT(h.err(), HasSubstr("Run 'rxfleetctl get --help' for usage."));
+  EXPECT_EQ(h.Run({"get"}), 2);
+  EXPECT_THAT(h.err(), HasSubstr("a resource type is required; valid types: hosts,"));
+  EXPECT_EQ(h.Run({"describe", "widget", "x"}), 2);
+  EXPECT_THAT(h.err(), HasSubstr("unknown resource type 'widget'; valid types: host, adapter, "
+                                 "policy, experiment"));
+  EXPECT_EQ(h.Run({"delete", "host", "pi1"}), 2);
+  EXPECT_THAT(h.err(), HasSubstr("unknown resource type 'host'; valid types: policy"));
+  EXPECT_EQ(h.Run({"get", "adapters", "pi1/port-2-2", "extra"}), 2);
+  EXPECT_THAT(h.err(), HasSubstr("extra"));
+  EXPECT_EQ(h.out(), "");
+}
+
+TEST(AppTest, UnknownFieldSelectorKeysAreUsageErrorsForEveryKind) {
+  Harness h;  // nothing is sent
+  EXPECT_EQ(h.Run({"get", "hosts", "--field-selector", "board=pi1"}), 2);
+  EXPECT_THAT(h.err(), HasSubstr("--field-selector: unknown field 'board'; valid fields: "
+                                 "connected, stale"));
+  EXPECT_THAT(h.err(), HasSubstr("Run 'rxfleetctl get hosts --help' for usage."));
+  EXPECT_EQ(h.Run({"get", "hosts", "--field-selector", "connected=true,stale!=true,x=1"}), 2);
+  EXPECT_THAT(h.err(), HasSubstr("unknown field 'x'"));
+  EXPECT_EQ(h.Run({"get", "adapters", "--field-selector", "speed=super"}), 2);
+  EXPECT_THAT(h.err(), HasSubstr("unknown field 'speed'; valid fields: usb_speed, chip, vid_pid, "
+                                 "host, adapter"));
+  for (const char* kind : {"policies", "experiments", "events"}) {
+    SCOPED_TRACE(kind);
+    EXPECT_EQ(h.Run({"get", kind, "--field-selector", "a=b"}), 2);
+  }
+  // Known keys with bad values are invalid input (exit 1), as before.
+  EXPECT_EQ(h.Run({"get", "hosts", "--field-selector", "connected=maybe"}), 1);
+  EXPECT_THAT(h.err(), HasSubstr("true or false"));
+  EXPECT_EQ(h.Run({"get", "adapters", "--field-selector", "usb_speed=warp"}), 1);
 }
 
 TEST(AppTest, BadSelectorsAndNamesExitOne) {
   Harness h;
   EXPECT_EQ(h.Run({"get", "adapters", "-l", "board=pi 1"}), 1);
   EXPECT_THAT(h.err(), HasSubstr("-l/--selector"));
-  EXPECT_EQ(h.Run({"get", "adapters", "--field-selector", "colour=blue"}), 1);
+  EXPECT_EQ(h.Run({"get", "adapters", "--field-selector", "usb_speed=warp"}), 1);
   EXPECT_THAT(h.err(), HasSubstr("--field-selector"));
   EXPECT_EQ(h.Run({"describe", "adapter", "port-2-2"}), 1);
   EXPECT_THAT(h.err(), HasSubstr("expected HOST/ADAPTER"));

@@ -257,6 +257,80 @@ TEST_F(DescribeGoldenTest, MissingPolicyIsNotFound) {
   EXPECT_EQ(RunDescribe(options, client_, run_.ctx).code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(GetGoldenTest, ExperimentsTableAndWide) {
+  EXPECT_CALL(client_, ListExperiments(_))
+      .Times(2)
+      .WillRepeatedly(Return(LoadResponse<v1::ListExperimentsResponse>("experiments")));
+  ASSERT_TRUE(Get(ResourceKind::kExperiment, "table").ok());
+  EXPECT_EQ(run_.err.str(), "");
+  ExpectGolden("get_experiments_table.txt", run_.out.str());
+  run_.out.str("");
+  ASSERT_TRUE(Get(ResourceKind::kExperiment, "wide").ok());
+  ExpectGolden("get_experiments_wide.txt", run_.out.str());
+}
+
+TEST_F(GetGoldenTest, NoExperimentsSaysNoResourcesFound) {
+  EXPECT_CALL(client_, ListExperiments(_)).WillOnce(Return(v1::ListExperimentsResponse()));
+  ASSERT_TRUE(Get(ResourceKind::kExperiment, "table").ok());
+  EXPECT_EQ(run_.out.str(), "");
+  EXPECT_EQ(run_.err.str(), "No resources found.\n");
+}
+
+TEST_F(GetGoldenTest, OneExperimentYamlAndNames) {
+  const auto experiments = LoadResponse<v1::ListExperimentsResponse>("experiments");
+  EXPECT_CALL(client_, GetExperiment(_)).WillOnce([&](const v1::GetExperimentRequest& request) {
+    EXPECT_EQ(request.name(), "hold-ab");
+    return experiments.experiments(0);
+  });
+  ASSERT_TRUE(Get(ResourceKind::kExperiment, "yaml", "hold-ab").ok());
+  EXPECT_THAT(run_.out.str(), ::testing::HasSubstr("design: EXPERIMENT_DESIGN_SWITCHBACK"));
+  run_.out.str("");
+  EXPECT_CALL(client_, ListExperiments(_)).WillOnce(Return(experiments));
+  ASSERT_TRUE(Get(ResourceKind::kExperiment, "name").ok());
+  EXPECT_EQ(run_.out.str(), "experiment/buffer-pi\nexperiment/early-stop\nexperiment/hold-ab\n");
+}
+
+TEST_F(GetGoldenTest, EventsTableWithFilters) {
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce([](const v1::ListEventsRequest& request) {
+    EXPECT_EQ(request.host_id(), "x86-lab");
+    EXPECT_EQ(request.involved_object_kind(), "Adapter");
+    EXPECT_EQ(request.type(), v1::EVENT_TYPE_WARNING);
+    EXPECT_FALSE(request.audit());
+    return LoadResponse<v1::ListEventsResponse>("adapter_events");
+  });
+  GetOptions options;
+  options.kind = ResourceKind::kEvent;
+  options.event_host = "x86-lab";
+  options.event_kind = "adapter";
+  options.event_type = "warning";
+  ASSERT_TRUE(ValidateGetOptions(options).ok());
+  ASSERT_TRUE(RunGet(options, client_, run_.ctx).ok());
+  ExpectGolden("get_events_table.txt", run_.out.str());
+}
+
+TEST_F(DescribeGoldenTest, ExperimentShowsSpecStatusStoppedArmsAndEvents) {
+  const auto experiments = LoadResponse<v1::ListExperimentsResponse>("experiments");
+  EXPECT_CALL(client_, GetExperiment(_)).WillOnce(Return(experiments.experiments(0)));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce([](const v1::ListEventsRequest& request) {
+    EXPECT_EQ(request.involved_object_kind(), "Experiment");
+    EXPECT_EQ(request.involved_object_name(), "hold-ab");
+    return LoadResponse<v1::ListEventsResponse>("experiment_events");
+  });
+  DescribeOptions options{ResourceKind::kExperiment, "hold-ab"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  EXPECT_THAT(run_.out.str(), ::testing::HasSubstr("GuardrailTripped"));
+  ExpectGolden("describe_experiment.txt", run_.out.str());
+}
+
+TEST_F(DescribeGoldenTest, PendingExperimentWithoutEvents) {
+  const auto experiments = LoadResponse<v1::ListExperimentsResponse>("experiments");
+  EXPECT_CALL(client_, GetExperiment(_)).WillOnce(Return(experiments.experiments(1)));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce(Return(v1::ListEventsResponse()));
+  DescribeOptions options{ResourceKind::kExperiment, "buffer-pi"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  ExpectGolden("describe_experiment_pending.txt", run_.out.str());
+}
+
 TEST(StatusGoldenTest, LocalStatusTableAndYaml) {
   StrictMock<MockLocalStatusClient> local;
   EXPECT_CALL(local, GetStatus(_))

@@ -218,11 +218,17 @@ TEST_F(CliIntegrationTest, OperatorWorkflowAgainstARealFleet) {
     EXPECT_EQ(Applies(after.at(id)), Applies(adapter)) << id << ": no new register writes";
   }
 
-  // 4. describe names the policy in the provenance; --local status agrees.
+  // 4. The server recorded the change as an event of the adapter (watch sees it), describe
+  // shows it and names the policy in the provenance; --local status agrees.
+  const std::string hold_change = "1024\xC2\xB5s -> 64\xC2\xB5s";
+  auto change_seen =
+      (*watch)->WaitForLineContaining(Stream::kStdout, hold_change, absl::Seconds(30));
+  EXPECT_TRUE(change_seen.ok()) << change_seen.status();
   ProcessResult described = Ctl({"describe", "adapter", "pi1/port-2-2"});
   EXPECT_EQ(described.exit_code, 0) << described.stderr_text;
   EXPECT_THAT(described.stdout_text, HasSubstr("server policy pi1-hold (priority 100"));
   EXPECT_THAT(described.stdout_text, HasSubstr("0x6000 = 0x80FF0214"));
+  EXPECT_THAT(described.stdout_text, HasSubstr(hold_change));
   ProcessResult local = RunProcess({BinaryPath("cli/rxfleetctl"), "--local", "--local-socket",
                                     dir_.File("pi1/agent.sock"), "status"},
                                    absl::Seconds(30), Env());

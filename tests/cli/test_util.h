@@ -32,6 +32,18 @@ class MockFleetClient : public FleetClient {
               (const v1::DeletePolicyRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::ExplainAdapterResponse>, ExplainAdapter,
               (const v1::ExplainAdapterRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::CreateExperimentResponse>, CreateExperiment,
+              (const v1::CreateExperimentRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::ListExperimentsResponse>, ListExperiments,
+              (const v1::ListExperimentsRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::Experiment>, GetExperiment, (const v1::GetExperimentRequest&),
+              (override));
+  MOCK_METHOD(absl::StatusOr<v1::Experiment>, StopExperiment, (const v1::StopExperimentRequest&),
+              (override));
+  MOCK_METHOD(absl::StatusOr<v1::ExperimentReport>, GetExperimentReport,
+              (const v1::GetExperimentReportRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::PromoteExperimentResponse>, PromoteExperiment,
+              (const v1::PromoteExperimentRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::ListEventsResponse>, ListEvents, (const v1::ListEventsRequest&),
               (override));
   MOCK_METHOD(absl::Status, WatchEvents,

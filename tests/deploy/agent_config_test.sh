@@ -29,6 +29,8 @@ exec_start="$(sed -n 's/^ExecStart=//p' "$unit")"
 RXFLEET_AGENT_OPTS="$(sed -n 's/^RXFLEET_AGENT_OPTS="\(.*\)"$/\1/p' "$src/deploy/config/agent.env")"
 [ -n "$RXFLEET_AGENT_OPTS" ] || { echo "FAIL: agent.env sets no RXFLEET_AGENT_OPTS" >&2; exit 1; }
 
+# The output file exists before the background job opens it: the wait loop reads it at once.
+: > "$tmp/out"
 # shellcheck disable=SC2086 # split like systemd splits an unquoted $VAR
 "$agent" --config "$src/deploy/config/agent.yaml" $RXFLEET_AGENT_OPTS \
   --policy-file "$tmp/policies.d" --sysfs-root "$tmp/sys" --procfs-root "$tmp/proc" \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the deploy tests. check_metric_names SOURCE_DIR FILE...: every rxfleet_* metric
 # name used in FILEs (histogram suffixes _bucket/_sum/_count stripped, recording-rule names of
 # the form level:metric:ops ignored) must be documented in docs/METRICS.md or docs/SERVER.md.

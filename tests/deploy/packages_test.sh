@@ -126,7 +126,9 @@ if [[ " $components " == *" server "* ]] && [ -d "$tmp/rxfleet-server.control" ]
   expect_files "$deb" lib/systemd/system/rxfleet-server.service etc/rxfleet/server.env \
     usr/share/doc/rxfleet-server/DEPLOY.md \
     usr/share/doc/rxfleet-server/examples/prometheus/prometheus.yml \
-    usr/share/doc/rxfleet-server/examples/grafana/dashboards/fleet.json
+    usr/share/doc/rxfleet-server/examples/grafana/dashboards/fleet.json \
+    usr/share/doc/rxfleet-server/examples/grafana/dashboards/experiment.json \
+    usr/share/doc/rxfleet-server/examples/prometheus/rules/rxfleet.rules.yml
   expect_depends "$deb" libsqlite3-0 adduser init-system-helpers
   [ "$(conffiles_of rxfleet-server)" = "/etc/rxfleet/server.env" ] ||
     fail "rxfleet-server: conffiles are [$(conffiles_of rxfleet-server | tr '\n' ' ')]"

@@ -38,6 +38,8 @@ cp "$tmp/gen/server-localhost.crt" "$tmp/tls/server.crt"
 cp "$tmp/gen/server-localhost.key" "$tmp/tls/server.key"
 test_opts="$(sed -E 's#(--(http-)?listen) [^ ]*:[0-9]+#\1 127.0.0.1:0#g; s#--db /var/lib/rxfleet/#--db '"$tmp"'/#; s#/etc/rxfleet/tls/#'"$tmp"'/tls/#g' <<< "$opts")"
 
+# The output file exists before the background job opens it: the wait loop reads it at once.
+: > "$tmp/out"
 # shellcheck disable=SC2086 # split like systemd splits an unquoted $VAR
 "$server" $test_opts > "$tmp/out" 2>&1 &
 pid=$!

@@ -302,14 +302,14 @@ TEST_F(FleetServiceTest, ListsFilterWithLabelAndFieldSelectors) {
   EXPECT_EQ(hosts.hosts(0).metadata().name(), "h2");
 }
 
-TEST_F(FleetServiceTest, ExperimentsAreNotAvailableYet) {
+TEST_F(FleetServiceTest, CreateExperimentNamesTheMissingField) {
   v1::CreateExperimentRequest request;
   v1::CreateExperimentResponse response;
   grpc::ClientContext context;
   const grpc::Status status =
       server_->fleet().CreateExperiment(Deadline(&context), request, &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_EQ(status.error_message(), "experiments are not available in this server version");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message(), "experiment.metadata.name: required");
 }
 
 TEST_F(FleetServiceTest, EventsAreListedAndWatchedFromAVersion) {

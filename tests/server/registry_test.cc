@@ -227,5 +227,113 @@ TEST(PolicySetTest, InvalidStoredPoliciesAreKeptAndReported) {
   EXPECT_EQ(snapshot->Bundle()->policy_count, 2u);
 }
 
+// What agents report becomes adapter events: applies with the hold change, drift repairs,
+// failures, state changes and NACKs naming the adapter, about kind `Adapter` on its host.
+v1::Adapter Reported(const std::string& id, v1::AdapterState state, uint32_t observed_hold,
+                     uint64_t applies, uint64_t repairs, uint64_t failures) {
+  v1::Adapter adapter = MakeAdapter(id, state);
+  v1::ObservedRxAgg* observed = adapter.mutable_status()->mutable_observed();
+  observed->add_registers();
+  observed->mutable_decoded()->set_hold_us(observed_hold);
+  v1::AdapterCounters* counters = adapter.mutable_status()->mutable_counters();
+  counters->set_applies_total(applies);
+  counters->set_drift_repairs_total(repairs);
+  counters->set_failures_total(failures);
+  v1::Provenance provenance;
+  provenance.set_source(v1::SETTING_SOURCE_SERVER_POLICY);
+  provenance.set_name("usb3-short");
+  (*adapter.mutable_status()->mutable_desired()->mutable_provenance())["hold_us"] = provenance;
+  return adapter;
+}
+
+TEST(AdapterEventsTest, ApplyDriftFailureAndStateChanges) {
+  const v1::Adapter before = Reported("port-2-2", v1::ADAPTER_STATE_APPLIED, 1024, 1, 0, 0);
+  EXPECT_TRUE(AdapterEvents(nullptr, before).empty());
+  EXPECT_TRUE(AdapterEvents(&before, before).empty());
+
+  const v1::Adapter applied = Reported("port-2-2", v1::ADAPTER_STATE_APPLIED, 32, 2, 0, 0);
+  std::vector<v1::Event> events = AdapterEvents(&before, applied);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason(), "Applied");
+  EXPECT_EQ(events[0].type(), v1::EVENT_TYPE_NORMAL);
+  EXPECT_EQ(events[0].message(), "hold 1024µs -> 32µs (policy usb3-short)");
+  EXPECT_EQ(events[0].involved_object().kind(), "Adapter");
+  EXPECT_EQ(events[0].involved_object().name(), "port-2-2");
+
+  const v1::Adapter repaired = Reported("port-2-2", v1::ADAPTER_STATE_APPLIED, 32, 3, 2, 0);
+  events = AdapterEvents(&applied, repaired);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].reason(), "Applied");
+  EXPECT_EQ(events[1].reason(), "DriftRepaired");
+  EXPECT_EQ(events[1].type(), v1::EVENT_TYPE_WARNING);
+  EXPECT_THAT(events[1].message(), ::testing::HasSubstr("2 repairs"));
+
+  const v1::Adapter failed = Reported("port-2-2", v1::ADAPTER_STATE_ERROR, 32, 3, 2, 1);
+  events = AdapterEvents(&repaired, failed);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].reason(), "ApplyFailed");
+  EXPECT_EQ(events[1].reason(), "StateChanged");
+  EXPECT_EQ(events[1].message(), "state applied -> error");
+  EXPECT_EQ(events[1].type(), v1::EVENT_TYPE_WARNING);
+
+  const v1::Adapter asleep = Reported("port-2-2", v1::ADAPTER_STATE_ASLEEP, 32, 3, 2, 1);
+  events = AdapterEvents(&failed, asleep);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].message(), "state error -> asleep");
+  EXPECT_EQ(events[0].type(), v1::EVENT_TYPE_NORMAL);
+
+  // The driver re-initialised the chip: the hold moved without an apply.
+  const v1::Adapter reset = Reported("port-2-2", v1::ADAPTER_STATE_ASLEEP, 1024, 3, 2, 1);
+  events = AdapterEvents(&asleep, reset);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason(), "HoldChanged");
+
+  // An agent restart resets its counters: a new baseline, not events.
+  const v1::Adapter restarted = Reported("port-2-2", v1::ADAPTER_STATE_ASLEEP, 1024, 0, 0, 0);
+  EXPECT_TRUE(AdapterEvents(&reset, restarted).empty());
+}
+
+TEST(AdapterEventsTest, RegistryEmitsThemForUpdatesInventoriesAndNacks) {
+  std::vector<v1::Event> emitted;
+  RegistryOptions options;
+  options.on_adapter_event = [&emitted](v1::Event event, absl::Time) {
+    emitted.push_back(std::move(event));
+  };
+  Registry registry(options, {});
+  const uint64_t stream = registry.Connect(MakeHello("pi1"), "peer", kT0);
+  ASSERT_TRUE(registry.ReplaceAdapters(
+      "pi1", stream, {Reported("port-1-1.3", v1::ADAPTER_STATE_APPLIED, 1024, 1, 0, 0)}, kT0));
+  EXPECT_TRUE(emitted.empty());  // first sight: nothing to compare with
+
+  ASSERT_TRUE(registry.UpdateAdapters(
+      "pi1", stream, {Reported("port-1-1.3", v1::ADAPTER_STATE_APPLIED, 32, 2, 0, 0)}, {}, kT0));
+  ASSERT_EQ(emitted.size(), 1u);
+  EXPECT_EQ(emitted[0].reason(), "Applied");
+  EXPECT_EQ(emitted[0].host_id(), "pi1");
+  EXPECT_EQ(emitted[0].involved_object().host_id(), "pi1");
+
+  ASSERT_TRUE(registry.ReplaceAdapters(
+      "pi1", stream, {Reported("port-1-1.3", v1::ADAPTER_STATE_APPLIED, 32, 2, 1, 0)}, kT0));
+  ASSERT_EQ(emitted.size(), 2u);
+  EXPECT_EQ(emitted[1].reason(), "DriftRepaired");
+
+  v1::NackRecord nack;
+  nack.set_version(7);
+  nack.set_error_detail(
+      "policy pi-usb2: buffer_kib 6 is not a multiple of 4 on layout v1 (adapter port-1-1.3)");
+  ASSERT_TRUE(registry.RecordNack("pi1", stream, nack, kT0));
+  ASSERT_EQ(emitted.size(), 3u);
+  EXPECT_EQ(emitted[2].reason(), "BundleNacked");
+  EXPECT_EQ(emitted[2].type(), v1::EVENT_TYPE_WARNING);
+  EXPECT_EQ(emitted[2].involved_object().kind(), "Adapter");
+  EXPECT_EQ(emitted[2].involved_object().name(), "port-1-1.3");
+  EXPECT_THAT(emitted[2].message(), ::testing::HasSubstr("host pi1 rejected bundle version 7"));
+
+  // A NACK about another adapter id that merely starts the same is not this adapter's.
+  nack.set_error_detail("layout v1 (adapter port-1-1.30)");
+  ASSERT_TRUE(registry.RecordNack("pi1", stream, nack, kT0));
+  EXPECT_EQ(emitted.size(), 3u);
+}
+
 }  // namespace
 }  // namespace rxfleet::server

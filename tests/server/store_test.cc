@@ -331,5 +331,94 @@ TEST(StoreTest, MigrationsAreRecordedOnce) {
             Store::LatestSchemaVersion());
 }
 
+StoredWindow MakeWindow(const std::string& experiment, const std::string& host,
+                        std::vector<std::string> segment, bool valid) {
+  StoredWindow w;
+  w.experiment = experiment;
+  w.host_id = host;
+  w.segment = std::move(segment);
+  w.window.set_adapter_id("port-1");
+  w.window.set_experiment(experiment);
+  w.window.set_arm("short");
+  w.window.set_rx_bytes(12345);
+  w.window.set_valid(valid);
+  return w;
+}
+
+TEST(StoreTest, ExperimentsAndWindowsSurviveReopen) {
+  TempDir dir;
+  const std::string path = dir.File("server.db");
+  {
+    std::unique_ptr<Store> store = OpenStore(path);
+    v1::Experiment e;
+    e.mutable_metadata()->set_name("hold-ab");
+    e.mutable_status()->set_phase(v1::EXPERIMENT_PHASE_RUNNING);
+    absl::StatusOr<v1::Experiment> created = store->CreateExperiment(e, kNow);
+    ASSERT_TRUE(created.ok()) << created.status();
+    EXPECT_EQ(created->metadata().generation(), 1);
+    EXPECT_FALSE(created->metadata().uid().empty());
+    EXPECT_EQ(store->CreateExperiment(e, kNow).status().code(), absl::StatusCode::kAlreadyExists);
+    ASSERT_TRUE(store
+                    ->AddWindows({MakeWindow("hold-ab", "h1", {"super", ""}, true),
+                                  MakeWindow("hold-ab", "h2", {"high", "pi1"}, false),
+                                  MakeWindow("other", "h1", {}, true)})
+                    .ok());
+    v1::ExperimentStatus stopped = created->status();
+    stopped.set_phase(v1::EXPERIMENT_PHASE_STOPPED);
+    *stopped.mutable_end_time() = common::TimeToProto(kNow + absl::Hours(1));
+    absl::StatusOr<v1::Experiment> updated =
+        store->UpdateExperimentStatus("hold-ab", stopped, kNow + absl::Hours(1));
+    ASSERT_TRUE(updated.ok()) << updated.status();
+    EXPECT_NE(updated->metadata().resource_version(), created->metadata().resource_version());
+    EXPECT_EQ(store->UpdateExperimentStatus("nope", stopped, kNow).status().code(),
+              absl::StatusCode::kNotFound);
+    const uint64_t before = store->Load(1)->bundle_version;
+    EXPECT_EQ(*store->BumpBundleVersion(), before + 1);
+  }
+  std::unique_ptr<Store> store = OpenStore(path);
+  absl::StatusOr<std::vector<v1::Experiment>> experiments = store->LoadExperiments();
+  ASSERT_TRUE(experiments.ok()) << experiments.status();
+  ASSERT_EQ(experiments->size(), 1u);
+  EXPECT_EQ((*experiments)[0].status().phase(), v1::EXPERIMENT_PHASE_STOPPED);
+  std::vector<std::pair<std::string, std::vector<std::string>>> read;
+  ASSERT_TRUE(store
+                  ->ForEachWindow("hold-ab",
+                                  [&](const std::string& host, std::vector<std::string> segment,
+                                      const v1::MetricWindow& window) {
+                                    EXPECT_EQ(window.rx_bytes(), 12345u);
+                                    read.emplace_back(host, std::move(segment));
+                                  })
+                  .ok());
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read[0].first, "h1");
+  EXPECT_EQ(read[0].second, (std::vector<std::string>{"super", ""}));
+  EXPECT_EQ(read[1].second, (std::vector<std::string>{"high", "pi1"}));
+  absl::StatusOr<std::map<std::string, WindowCounts>> counts = store->CountWindows();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)["hold-ab"].total, 2u);
+  EXPECT_EQ((*counts)["hold-ab"].valid, 1u);
+  // Retention: only the windows of experiments that ended before the cut-off go.
+  EXPECT_EQ(*store->DeleteWindowsOfExperimentsEndedBefore(kNow + absl::Minutes(30)), 0u);
+  EXPECT_EQ(*store->DeleteWindowsOfExperimentsEndedBefore(kNow + absl::Hours(2)), 2u);
+  EXPECT_EQ((*store->CountWindows())["other"].total, 1u);
+}
+
+TEST(StoreTest, LockedDatabaseFailsAWindowWriteAndWritesNothing) {
+  TempDir dir;
+  const std::string path = dir.File("server.db");
+  std::unique_ptr<Store> store = OpenStore(path, absl::Milliseconds(100));
+  {
+    SQLite::Database other(path, SQLite::OPEN_READWRITE);
+    other.exec("BEGIN EXCLUSIVE");
+    const absl::Status blocked = store->AddWindows(
+        {MakeWindow("hold-ab", "h1", {}, true), MakeWindow("hold-ab", "h1", {}, true)});
+    EXPECT_EQ(blocked.code(), absl::StatusCode::kUnavailable);
+    other.exec("ROLLBACK");
+  }
+  EXPECT_TRUE(store->CountWindows()->empty());
+  EXPECT_TRUE(store->AddWindows({MakeWindow("hold-ab", "h1", {}, true)}).ok());
+  EXPECT_EQ((*store->CountWindows())["hold-ab"].total, 1u);
+}
+
 }  // namespace
 }  // namespace rxfleet::server

@@ -12,12 +12,16 @@
 #include <thread>
 #include <variant>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/app/agent.h"
 #include "agent/app/command_line.h"
 #include "agent/app/host_facts.h"
 #include "agent/app/local_policies.h"
 #include "agent/app/report.h"
+#include "agent/metrics/adapter_metrics.h"
+#include "agent/reconcile/adapter_snapshot.h"
+#include "agent/status/adapter_proto.h"
 #include "agent/status/status_server.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -271,6 +275,31 @@ AdapterSnapshot SampleSnapshot() {
   s.counters.applies = 1;
   s.counters.verifies = 1;
   return s;
+}
+
+// Users see an adapter's state in the agent's report and logs, the metrics' state label, the
+// API and rxfleetctl: every one spells it as the API enum does, lower case without the
+// ADAPTER_STATE_ prefix ("ignored_other_vendor", not "other_vendor").
+TEST(StateNamesTest, AgentSpellsStatesAsTheApiEnum) {
+  const AdapterPhase phases[] = {
+      AdapterPhase::kPending,     AdapterPhase::kApplied,          AdapterPhase::kDrifted,
+      AdapterPhase::kAsleep,      AdapterPhase::kDisabledByDriver, AdapterPhase::kUnsupported,
+      AdapterPhase::kStorageMode, AdapterPhase::kOtherVendor,      AdapterPhase::kGone,
+      AdapterPhase::kError,       AdapterPhase::kInvalidSettings};
+  for (AdapterPhase phase : phases) {
+    const std::string api = v1::AdapterState_Name(AdapterPhaseToProto(phase));
+    ASSERT_EQ(api.rfind("ADAPTER_STATE_", 0), 0u) << api;
+    EXPECT_EQ(AdapterPhaseName(phase), absl::AsciiStrToLower(api.substr(14)));
+  }
+  for (AdapterState state : kAllAdapterStates) {
+    v1::AdapterState parsed;
+    EXPECT_TRUE(v1::AdapterState_Parse(
+        absl::StrCat("ADAPTER_STATE_", absl::AsciiStrToUpper(std::string(AdapterStateName(state)))),
+        &parsed))
+        << AdapterStateName(state);
+  }
+  EXPECT_EQ(AdapterPhaseName(AdapterPhase::kOtherVendor), "ignored_other_vendor");
+  EXPECT_EQ(AdapterStateName(AdapterState::kOtherVendor), "ignored_other_vendor");
 }
 
 TEST(ReportTest, JsonHasTheDocumentedShape) {

@@ -231,7 +231,7 @@ TEST_F(AgentEmulatedTest, OtherVendorsAndStorageModeAreReportedButNeverTouched) 
 
   const nlohmann::json report = nlohmann::json::parse(r.stdout_text);
   const nlohmann::json mediatek = Adapter(report, "port-2-2");
-  EXPECT_EQ(mediatek.at("state"), "other_vendor");
+  EXPECT_EQ(mediatek.at("state"), "ignored_other_vendor");
   EXPECT_EQ(mediatek.at("vid"), "0e8d");
   EXPECT_EQ(mediatek.at("chip"), nullptr);
   ASSERT_EQ(mediatek.at("diagnoses").size(), 1u);
@@ -550,7 +550,14 @@ TEST_F(AgentEmulatedTest, MetricsFollowTheAdapter) {
   const int port = std::stoi(endpoint->substr(colon + 1));
   ASSERT_TRUE(
       agent->WaitForLineContaining(Stream::kStderr, "state=applied", absl::Seconds(20)).ok());
-  auto metrics = HttpGet(port, "/metrics");
+  // The log line comes before the observers update the series: scrape until they show it.
+  const std::string applied = R"(rxfleet_adapter_state{adapter="port-2-2",state="applied"} 1)";
+  absl::StatusOr<std::string> metrics = HttpGet(port, "/metrics");
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(20);
+       metrics.ok() && metrics->find(applied) == std::string::npos && absl::Now() < deadline;
+       metrics = HttpGet(port, "/metrics")) {
+    absl::SleepFor(absl::Milliseconds(20));  // poll interval, not synchronisation
+  }
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_THAT(*metrics,
               HasSubstr(R"(rxfleet_adapter_state{adapter="port-2-2",state="applied"} 1)"));

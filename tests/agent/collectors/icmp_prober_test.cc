@@ -125,6 +125,13 @@ TEST(IcmpProberLoopbackTest, ProbesLoopbackAndRecordsRtt) {
     EXPECT_LT(rtt, 0.1);
   }
   EXPECT_TRUE(prober->TakeWindowStats().at("loop").rtt_seconds.empty());
+  // The experiment windows keep their own copy of the same samples.
+  const ProbeWindowStats experiment =
+      prober->TakeWindowStats(ProbeConsumer::kExperimentWindow).at("loop");
+  EXPECT_EQ(experiment.rtt_seconds, window.at("loop").rtt_seconds);
+  EXPECT_EQ(experiment.sent, 5u);
+  EXPECT_TRUE(
+      prober->TakeWindowStats(ProbeConsumer::kExperimentWindow).at("loop").rtt_seconds.empty());
 }
 
 TEST(IcmpProberLoopbackTest, VanishedNetdevIsAState) {

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "common/proto/time.h"
 #include "tests/support/paths.h"
 
 namespace rxfleet::agent {
@@ -81,6 +82,32 @@ TEST(BundleFileTest, ConversionValidatesEveryPolicy) {
   ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("policy 'usb3-short'"));
   EXPECT_THAT(bad.status().message(), HasSubstr("9000"));
+}
+
+TEST(BundleFileTest, ConversionCarriesTheAssignmentsWindowFields) {
+  v1::PolicyBundle bundle = MakeBundle(9, 32);
+  v1::ExperimentAssignment* a = bundle.add_assignments();
+  a->set_adapter_id("port-2-2");
+  a->set_experiment("hold-ab");
+  a->set_experiment_generation(4);
+  a->set_arm("short");
+  a->mutable_settings()->set_hold_us(32);
+  a->set_priority(500);
+  a->set_period_index(6);
+  *a->mutable_period_start_time() = common::TimeToProto(absl::FromUnixSeconds(1000));
+  *a->mutable_period_end_time() = common::TimeToProto(absl::FromUnixSeconds(1600));
+  *a->mutable_window_length() = common::DurationToProto(absl::Seconds(60));
+  *a->mutable_burn_in() = common::DurationToProto(absl::Seconds(120));
+  absl::StatusOr<ServerBundle> converted = ServerBundleFromProto(bundle);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  ASSERT_EQ(converted->assignments.size(), 1u);
+  const ExperimentAssignment& got = converted->assignments[0];
+  EXPECT_EQ(got.experiment_generation, 4);
+  EXPECT_EQ(got.period_index, 6u);
+  EXPECT_EQ(got.period_start, absl::FromUnixSeconds(1000));
+  EXPECT_EQ(got.period_end, absl::FromUnixSeconds(1600));
+  EXPECT_EQ(got.window_length, absl::Seconds(60));
+  EXPECT_EQ(got.burn_in, absl::Seconds(120));
 }
 
 }  // namespace

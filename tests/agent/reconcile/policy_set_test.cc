@@ -149,6 +149,22 @@ TEST(ValidateServerBundleTest, RejectsEachProblemWithAClearMessage) {
   ExperimentAssignment no_adapter = Arm("", 32);
   bundle.assignments = {no_adapter};
   EXPECT_THAT(ValidateServerBundle(bundle, {}).message(), HasSubstr("adapter id"));
+
+  ExperimentAssignment negative_window = Arm("port-2-2", 32);
+  negative_window.window_length = absl::Seconds(-1);
+  bundle.assignments = {negative_window};
+  EXPECT_THAT(ValidateServerBundle(bundle, {}).message(), HasSubstr("window_length"));
+
+  ExperimentAssignment negative_burn_in = Arm("port-2-2", 32);
+  negative_burn_in.burn_in = absl::Seconds(-1);
+  bundle.assignments = {negative_burn_in};
+  EXPECT_THAT(ValidateServerBundle(bundle, {}).message(), HasSubstr("burn_in"));
+
+  ExperimentAssignment inverted = Arm("port-2-2", 32);
+  inverted.period_start = absl::FromUnixSeconds(2000);
+  inverted.period_end = absl::FromUnixSeconds(1000);
+  bundle.assignments = {inverted};
+  EXPECT_THAT(ValidateServerBundle(bundle, {}).message(), HasSubstr("period_start_time"));
 }
 
 }  // namespace

@@ -30,7 +30,13 @@ TEST(ExperimentProtoTest, RoundTrip) {
   e.seed = 99;
   e.guardrails[1].op = GuardrailOp::kAtLeast;
   e.guardrails[0].min_windows = 20;
+  e.guardrails[0].min_adapters = 4;
+  e.min_adapters_per_arm = 5;
+  e.min_windows_per_arm = 50;
   const v1::Experiment proto = ExperimentToProto(e);
+  EXPECT_EQ(proto.spec().min_adapters_per_arm(), 5u);
+  EXPECT_EQ(proto.spec().min_windows_per_arm(), 50u);
+  EXPECT_EQ(proto.spec().guardrails(0).min_adapters(), 4u);
   EXPECT_EQ(proto.metadata().name(), "hold-fleet");
   EXPECT_EQ(proto.spec().design(), v1::EXPERIMENT_DESIGN_SWITCHBACK);
   EXPECT_EQ(proto.spec().arms(1).settings().hold_us(), 32u);
@@ -45,7 +51,7 @@ TEST(ExperimentProtoTest, RoundTrip) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->source, "server");
   back->source = e.source;
-  EXPECT_EQ(*back, e);  // minAdaptersPerArm 3 is the default, so nothing is lost here
+  EXPECT_EQ(*back, e);  // every field survives, including the minimums
 }
 
 TEST(ExperimentProtoTest, FromProtoErrors) {
@@ -88,7 +94,10 @@ TEST(AssignmentProtoTest, CarriesArmSettingsAndPeriod) {
   EXPECT_EQ(p.arm(), a.arm);
   EXPECT_EQ(p.settings().hold_us(), a.arm == "short" ? 32u : 1024u);
   EXPECT_EQ(p.period_index(), 3u);
+  EXPECT_EQ(common::TimeFromProto(p.period_start_time()), kStart + absl::Minutes(90));
   EXPECT_EQ(common::TimeFromProto(p.period_end_time()), kStart + absl::Hours(2));
+  EXPECT_EQ(common::DurationFromProto(p.window_length()), e.window_length);
+  EXPECT_EQ(common::DurationFromProto(p.burn_in()), e.burn_in);
 }
 
 TEST(StoppedArmProtoTest, RoundTrip) {
@@ -182,6 +191,16 @@ TEST(ReportProtoTest, MapsSegmentsArmsComparisonsAndNotes) {
   EXPECT_GT(usb3.comparisons(0).ci95_low(), 0);
   EXPECT_NEAR(usb3.comparisons(0).relative_diff(), 0.63, 0.03);
   EXPECT_LT(usb3.comparisons(0).p_value(), 1e-4);
+  const DifferenceEstimate& estimate = *r->segments[2].comparisons[0].estimate;
+  EXPECT_DOUBLE_EQ(usb3.comparisons(0).always_valid_p_value(), estimate.always_valid.p_value);
+  EXPECT_DOUBLE_EQ(usb3.comparisons(0).always_valid_ci95_low(), estimate.always_valid.ci.low);
+  EXPECT_DOUBLE_EQ(usb3.comparisons(0).always_valid_ci95_high(), estimate.always_valid.ci.high);
+  EXPECT_LT(usb3.comparisons(0).always_valid_ci95_low(), usb3.comparisons(0).ci95_low());
+  EXPECT_EQ(usb3.comparisons(0).treatment_units(), 6u);
+  EXPECT_EQ(usb3.comparisons(0).control_units(), 6u);
+  EXPECT_TRUE(usb3.comparisons(0).conclusive());
+  EXPECT_EQ(p.text(), RenderReportText(*r));
+  EXPECT_NE(p.text().find("rx_throughput_bps"), std::string::npos);
   std::vector<std::string> codes;
   for (const v1::ReportNote& note : p.notes()) codes.push_back(note.code());
   EXPECT_THAT(codes, ::testing::IsSupersetOf({"not_enough_data", "excluded_windows"}));

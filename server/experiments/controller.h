@@ -1,0 +1,199 @@
+#pragma once
+
+// The server side of A/B experiments: the FleetService experiment RPCs, the arms in each
+// host's bundle, metric window ingestion, guardrails and the schedule that drives them.
+//
+// Lifecycle: CreateExperiment validates (ExperimentFromProto), records a seed when the spec has
+// none, stores the experiment RUNNING with start_time = now and pushes a new bundle version.
+// Adapters that match the selector later (plugged in, host connected) join it from their next
+// bundle. It COMPLETES at start + duration, or is STOPPED by StopExperiment or when guardrails
+// stopped every non-control arm in every segment with data. Names are never reused.
+//
+// Scheduling: a new bundle version (every host, state of the world) goes out at start, at every
+// switchback period boundary, at guardrail and operator stops and at the end. Run() wakes at the
+// next such instant of any running experiment (boundaries that coincide share one push), and at
+// least every `tick` to write buffered windows. Guardrails are evaluated every window length
+// (at most every `max_guardrail_interval`) on the stored windows.
+//
+// One experiment per adapter: an adapter matched by several running experiments takes part in
+// the oldest (first created) only.
+//
+// Windows: AcceptWindow validates a MetricWindow (adapter known for the host, experiment known
+// and running or ended less than one window length ago, arm of the experiment, finite
+// non-negative values, 0 < duration <= 2 x window length, a window that has ended, bounded
+// strings), attaches the adapter's segment values at receipt and buffers it; buffered windows
+// are written in batches (one transaction) every tick. A failed write keeps them buffered (up
+// to kMaxPendingWindows) and retries. Reports and guardrails read the windows from memory:
+// every window of a running experiment is kept converted (about 340 bytes each), loaded from
+// the store on first use; an ended experiment's windows are loaded when its report is asked
+// for and kept until another ended experiment's report is. At most
+// `max_windows_per_experiment` windows are stored per experiment; later ones are rejected.
+// Windows of experiments that ended more than `retention` ago are deleted.
+//
+// Thread-safety: every method may be called from any thread.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/experiment/experiment.h"
+#include "rxfleet/v1/agent_service.pb.h"
+#include "rxfleet/v1/fleet_service.pb.h"
+#include "server/experiments/aggregate.h"
+#include "server/experiments/assignment.h"
+#include "server/http/metrics.h"
+#include "server/registry/event_log.h"
+#include "server/registry/registry.h"
+#include "server/store/store.h"
+
+namespace rxfleet::server {
+
+/// Windows kept in memory while the database refuses writes; more are rejected.
+inline constexpr size_t kMaxPendingWindows = 100000;
+/// Longest experiment/arm/adapter/reason string a MetricWindow may carry.
+inline constexpr size_t kMaxWindowStringLength = 128;
+
+struct ExperimentControllerOptions {
+  /// Windows of experiments that ended longer ago than this are deleted (--experiment-retention).
+  absl::Duration retention = absl::Hours(24 * 30);
+  /// Windows stored per experiment at most (1,000 adapters x 2,000 windows).
+  uint64_t max_windows_per_experiment = 2000000;
+  /// Longest wait of Run() between two ticks (buffered windows are written at each tick).
+  absl::Duration tick = absl::Seconds(1);
+  /// Guardrails are evaluated every window length, but at least this often.
+  absl::Duration max_guardrail_interval = absl::Minutes(1);
+  /// The clock; tests inject their own and call Tick() themselves.
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+struct ExperimentControllerDeps {
+  Store* store;
+  Registry* registry;
+  EventLog* events;
+  ServerMetrics* metrics;
+  /// Publishes a new bundle version with unchanged policies (FleetApi::BumpBundleVersion).
+  std::function<absl::Status()> bump_bundle;
+  /// Writes (or dry-runs) a policy exactly like FleetService.ApplyPolicy.
+  std::function<absl::StatusOr<v1::ApplyPolicyResponse>(const v1::ApplyPolicyRequest&)>
+      apply_policy;
+};
+
+class ExperimentController {
+ public:
+  /// Loads the stored experiments and window counts. Errors: the store's.
+  static absl::StatusOr<std::unique_ptr<ExperimentController>> Create(
+      ExperimentControllerOptions options, ExperimentControllerDeps deps);
+  /// Stops Run() if it runs.
+  ~ExperimentController();
+
+  // FleetService (errors name the field; store errors are passed through).
+  /// InvalidArgument for an invalid experiment; AlreadyExists for a taken name.
+  absl::StatusOr<v1::CreateExperimentResponse> CreateExperiment(
+      const v1::CreateExperimentRequest& request);
+  /// Newest first; phase and label filters; page_size [0, 1000] (0 = 100).
+  absl::StatusOr<v1::ListExperimentsResponse> ListExperiments(
+      const v1::ListExperimentsRequest& request) const;
+  /// NotFound if unknown.
+  absl::StatusOr<v1::Experiment> GetExperiment(const v1::GetExperimentRequest& request) const;
+  /// NotFound; FailedPrecondition if not RUNNING; Aborted for a stale resource_version.
+  absl::StatusOr<v1::Experiment> StopExperiment(const v1::StopExperimentRequest& request);
+  /// NotFound; InvalidArgument for a segment key that is not a segment key of the experiment.
+  absl::StatusOr<v1::ExperimentReport> GetExperimentReport(
+      const v1::GetExperimentReportRequest& request);
+  /// NotFound for an unknown experiment or arm; InvalidArgument for a bad segment; the
+  /// policy write's errors.
+  absl::StatusOr<v1::PromoteExperimentResponse> PromoteExperiment(
+      const v1::PromoteExperimentRequest& request);
+
+  /// A MetricWindow from `host_id` (see the file comment). InvalidArgument naming the field
+  /// when the window is refused (the caller drops it and keeps the stream);
+  /// ResourceExhausted when the experiment's cap or the write buffer is full.
+  absl::Status AcceptWindow(std::string_view host_id, const v1::MetricWindow& window);
+
+  /// The assignments of a host's adapters now (empty when no experiment runs).
+  std::vector<v1::ExperimentAssignment> Assignments(std::string_view host_id) const;
+  /// The same, serialised as PolicyBundle field 4 entries (appended to a shared bundle body).
+  std::string AssignmentBytes(std::string_view host_id) const;
+
+  /// Runs what is due at clock(): completion, period boundaries, guardrails, buffered
+  /// windows, retention; publishes a bundle when assignments changed. Returns when it wants
+  /// to run next.
+  absl::Time Tick();
+  /// Writes buffered windows. Errors: the store's (the windows stay buffered).
+  absl::Status FlushWindows();
+
+  /// Starts a thread calling Tick() until Shutdown().
+  void Run();
+  void Shutdown();
+
+ private:
+  struct Entry {
+    v1::Experiment proto;  ///< as stored
+    experiments::Experiment experiment;
+    std::optional<experiments::Assigner> assigner;  ///< while RUNNING
+    std::vector<experiments::StoppedArm> stopped;
+    uint32_t period = 0;  ///< period of the last published assignments
+    absl::Time next_guardrails = absl::InfinitePast();
+    uint64_t windows = 0;  ///< stored + buffered
+    uint64_t valid_windows = 0;
+    /// Every window of the experiment (stored and buffered), converted; loaded from the store
+    /// on first use and appended to as windows arrive. Kept while the experiment runs and for
+    /// the one ended experiment whose report was asked for last.
+    std::optional<std::vector<experiments::Window>> cache;
+  };
+
+  ExperimentController(ExperimentControllerOptions options, ExperimentControllerDeps deps);
+  absl::Status Load();
+  static bool Running(const Entry& entry);
+  v1::Experiment View(const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Running experiments, oldest first.
+  std::vector<const Entry*> RunningEntries() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<v1::ExperimentAssignment> AssignmentsLocked(std::string_view host_id,
+                                                          absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Persists a new status; on success replaces entry.proto.
+  absl::Status SaveStatus(Entry& entry, const v1::ExperimentStatus& status, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Ends a running experiment (COMPLETED or STOPPED).
+  absl::Status End(Entry& entry, v1::ExperimentPhase phase, absl::Time end_time,
+                   std::string_view reason, std::string_view message, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Evaluates guardrails; returns whether arms were stopped.
+  bool Guardrails(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The cached windows of `entry`, loading them first if needed.
+  absl::StatusOr<const std::vector<experiments::Window>*> Windows(Entry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordEvent(const std::string& name, v1::EventType type, std::string reason,
+                   std::string message, absl::Time now);
+  void UpdateGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Publish();
+
+  const ExperimentControllerOptions options_;
+  const ExperimentControllerDeps deps_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, Entry, std::less<>> entries_ ABSL_GUARDED_BY(mu_);
+  std::vector<StoredWindow> pending_ ABSL_GUARDED_BY(mu_);
+  bool flush_failing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time next_retention_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::map<std::string, prometheus::Gauge*> info_gauges_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Gauge*> stopped_gauges_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex run_mu_;
+  bool stopping_ ABSL_GUARDED_BY(run_mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(run_mu_) = false;
+  std::thread runner_;
+};
+
+}  // namespace rxfleet::server
