@@ -9,7 +9,7 @@ BUILD_DIR := build/$(PRESET)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps configure build test test-asan demo demo-smoke format tidy clean
+.PHONY: all deps configure build test test-asan fuzz demo demo-smoke format tidy clean
 
 all: build
 
@@ -32,6 +32,17 @@ test: build
 # The sanitizer build, for the unit and emulated tests.
 test-asan:
 	$(MAKE) test PRESET=asan
+
+# libFuzzer targets (clang, ASan+UBSan; docs/SECURITY.md): builds only the fuzz targets and
+# their libraries in build/fuzz, then runs each for FUZZ_SECONDS on a copy of its seed corpus
+# (tests/fuzz/corpus/<target>/). Fails on any crash, leak or sanitizer report.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := policy_yaml selectors agent_message
+
+fuzz: deps
+	cmake --preset fuzz
+	cmake --build --preset fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@scripts/run-fuzz build/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The whole system on this machine, no adapters needed: server, three emulated hosts' agents,
 # Prometheus via HTTP SD, a policy change and an experiment; runs until Ctrl-C.

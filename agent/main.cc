@@ -100,8 +100,8 @@ int main(int argc, char** argv) {
   if (command.options.mode == AgentMode::kOnce) return RunOnce(**agent, command.output);
   std::unique_ptr<rxfleet::agent::AgentLinkBinding> link;
   if (!command.server.empty()) {
-    auto binding = rxfleet::agent::AgentLinkBinding::Create(agent->get(), command.server,
-                                                            rxfleet::agent::StderrLogSink());
+    auto binding = rxfleet::agent::AgentLinkBinding::Create(
+        agent->get(), command.server, command.server_tls, rxfleet::agent::StderrLogSink());
     if (!binding.ok()) {
       std::cerr << "rxfleet-agent: --server: " << binding.status().message() << "\n";
       return rxfleet::agent::kExitUsage;

@@ -54,7 +54,7 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
       "  rxfleetctl experiment create -f hold-ab.yaml\n"
       "  rxfleetctl --local status\n\n"
       "Connection: flag > RXFLEET_SERVER / RXFLEET_TOKEN > ~/.config/rxfleet/config.yaml > "
-      "default (127.0.0.1:7443, plaintext). Reference: docs/CLI.md");
+      "default (127.0.0.1:7443, TLS). Reference: docs/CLI.md, docs/SECURITY.md");
 
   const std::string conn = "Connection";
   app->add_option("--server", global->server,
@@ -63,9 +63,11 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
   app->add_option("--token", global->token,
                   "Bearer token sent as 'authorization' metadata (env RXFLEET_TOKEN)")
       ->group(conn);
-  app->add_flag("--insecure", global->insecure, "Plaintext connection (the default today)")
+  app->add_flag("--insecure", global->insecure,
+                "Plaintext connection (servers started with --insecure)")
       ->group(conn);
-  app->add_option("--ca-file", global->ca_file, "TLS: CA certificates (PEM); enables TLS")
+  app->add_option("--ca-file", global->ca_file,
+                  "TLS: CA certificates (PEM) to verify the server (default: system roots)")
       ->type_name("FILE")
       ->group(conn);
   app->add_option("--cert-file", global->cert_file, "TLS: client certificate (PEM)")

@@ -1,5 +1,7 @@
 #include "server/fleet_server.h"
 
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +11,7 @@
 #include "server/api/fleet_api.h"
 #include "server/api/fleet_service.h"
 #include "server/api/work_queue.h"
+#include "server/auth/authorizer.h"
 #include "server/experiments/controller.h"
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
@@ -18,11 +21,44 @@
 #include "server/registry/policy_set.h"
 #include "server/registry/registry.h"
 #include "server/store/store.h"
+#include "server/store/token_store.h"
 
 namespace rxfleet::server {
 namespace {
 
 constexpr size_t kApiBacklog = 1024;
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const char* what) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("TLS: the ", what, " file is required"));
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("TLS: cannot read the ", what, " file ", path,
+                                                   " (missing, unreadable or "
+                                                   "not PEM)"));
+  }
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsCredentials(
+    const FleetServerOptions::Tls& tls) {
+  absl::StatusOr<std::string> cert = ReadPemFile(tls.cert_file, "server certificate");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile(tls.key_file, "server key");
+  if (!key.ok()) return key.status();
+  absl::StatusOr<std::string> ca = ReadPemFile(tls.client_ca_file, "client CA");
+  if (!ca.ok()) return ca.status();
+  grpc::SslServerCredentialsOptions ssl(
+      // Operators connect without a certificate (bearer token), agents with one; a certificate
+      // that is sent must verify against the fleet CA.
+      GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = *std::move(ca);
+  ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  return grpc::SslServerCredentials(ssl);
+}
 
 }  // namespace
 
@@ -42,6 +78,18 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   if (options.flush_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("flush interval must be positive");
   }
+  if (options.hello_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("hello timeout must be positive");
+  }
+  if (options.max_receive_message_bytes <= 0) {
+    return absl::InvalidArgumentError("max receive message size must be positive");
+  }
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.has_value()) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls = TlsCredentials(*options.tls);
+    if (!tls.ok()) return tls.status();
+    credentials = *std::move(tls);
+  }
   std::unique_ptr<FleetServer> server(new FleetServer());
   server->options_ = options;
   FleetServer& s = *server;
@@ -52,7 +100,14 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   absl::StatusOr<StoredState> state = s.store_->Load(options.max_events);
   if (!state.ok()) return state.status();
 
+  if (options.tls.has_value()) {
+    absl::StatusOr<std::unique_ptr<TokenStore>> tokens = TokenStore::Open(options.db_path);
+    if (!tokens.ok()) return tokens.status();
+    s.tokens_ = *std::move(tokens);
+  }
+
   s.metrics_ = std::make_unique<ServerMetrics>(std::make_shared<prometheus::Registry>());
+  s.auth_ = std::make_unique<Authorizer>(s.tokens_.get(), *s.metrics_->registry);
   s.policies_ = std::make_unique<PolicySet>(state->policies, state->bundle_version);
   for (const auto& [name, reason] : s.policies_->snapshot()->invalid) {
     Log(LogLevel::kWarning, absl::StrCat("stored policy ", name,
@@ -78,6 +133,8 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   // Agents send a keep-alive at least every report interval; the server marks a host stale
   // after three silent intervals.
   agent_options.report_interval = options.stale_after / 3;
+  agent_options.require_client_certificate = options.tls.has_value();
+  agent_options.hello_timeout = options.hello_timeout;
   // The debouncer's action reaches the agent service through this pointer, set below: the
   // experiment controller needs the FleetApi, which needs the debouncer.
   s.debouncer_ = std::make_unique<Debouncer>(options.push_debounce, [&s] {
@@ -100,19 +157,18 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   s.experiments_ = *std::move(experiments);
   s.agent_service_ = std::make_unique<AgentServiceImpl>(
       agent_options, AgentServiceDeps{s.registry_.get(), s.policies_.get(), s.events_.get(),
-                                      s.metrics_.get(), s.experiments_.get()});
+                                      s.metrics_.get(), s.auth_.get(), s.experiments_.get()});
   s.work_ = std::make_unique<WorkQueue>(options.api_threads, kApiBacklog);
-  s.fleet_service_ = std::make_unique<FleetServiceImpl>(s.fleet_api_.get(), s.events_.get(),
-                                                        s.work_.get(), s.experiments_.get());
+  s.fleet_service_ =
+      std::make_unique<FleetServiceImpl>(s.fleet_api_.get(), s.events_.get(), s.work_.get(),
+                                         s.auth_.get(), s.tokens_.get(), s.experiments_.get());
 
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would then share it
   // with the first and answer half of the calls. A port in use must be an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  std::shared_ptr<grpc::ServerCredentials> credentials =
-      options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials();
   builder.AddListeningPort(options.listen, credentials, &s.grpc_port_);
-  builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       static_cast<int>(absl::ToInt64Milliseconds(options.min_recv_ping_interval)));
@@ -140,6 +196,11 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
     s.http_ = *std::move(http);
   }
 
+  if (!options.tls.has_value()) {
+    Log(LogLevel::kWarning,
+        "running with --insecure: the gRPC API is plaintext and unauthenticated; anyone who "
+        "can reach it can change policies and speak for any host (docs/SECURITY.md)");
+  }
   s.flusher_ = std::thread([&s] { s.FlushLoop(); });
   s.experiments_->Run();
   std::shared_ptr<const PolicySnapshot> snapshot = s.policies_->snapshot();
@@ -147,9 +208,10 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
       absl::StrCat(
           "rxfleet-server ", rxfleet::kVersion, ": gRPC on ", options.listen, " (port ",
           s.grpc_port_, ", ",
-          options.credentials != nullptr ? "custom credentials" : "plaintext, no TLS", "), HTTP ",
-          s.http_ != nullptr ? absl::StrCat("on port ", s.http_->port()) : "off", ", database ",
-          options.db_path, ", bundle version ", snapshot->bundle_version, ", ",
+          options.tls.has_value() ? "TLS, agent certificates and operator tokens required"
+                                  : "INSECURE: plaintext, no authentication",
+          "), HTTP ", s.http_ != nullptr ? absl::StrCat("on port ", s.http_->port()) : "off",
+          ", database ", options.db_path, ", bundle version ", snapshot->bundle_version, ", ",
           snapshot->policies.size(), " policies, ", s.registry_->counts().hosts, " hosts"));
   return server;
 }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -20,6 +21,7 @@
 namespace rxfleet::server {
 
 class AgentServiceImpl;
+class Authorizer;
 class Debouncer;
 class EventLog;
 class ExperimentController;
@@ -29,11 +31,12 @@ class HttpServer;
 class PolicySet;
 class Registry;
 class Store;
+class TokenStore;
 class WorkQueue;
 struct ServerMetrics;
 
-/// Default gRPC listen address. 7443 ("7" for the fleet, "443" because the port keeps its
-/// number when TLS arrives); loopback only until then, because the API is plaintext.
+/// Default gRPC listen address. 7443 ("7" for the fleet, "443" for TLS); loopback by default,
+/// so a fresh install exposes nothing until it is configured.
 inline constexpr std::string_view kDefaultListen = "127.0.0.1:7443";
 
 /// Keepalive policy (docs/SERVER.md, "Keepalive"). Agents ping every 20 s without data and
@@ -70,9 +73,20 @@ struct FleetServerOptions {
   /// Smallest interval between client pings without data that the server tolerates (see
   /// kMinRecvPingIntervalWithoutData; tests shorten it together with the agent's interval).
   absl::Duration min_recv_ping_interval = kMinRecvPingIntervalWithoutData;
-  /// Transport security of the gRPC port. Null = plaintext (insecure) credentials, the only
-  /// option until TLS arrives; the seam where TLS server credentials will be passed.
-  std::shared_ptr<grpc::ServerCredentials> credentials;
+  /// TLS of the gRPC port (docs/SECURITY.md); unset = insecure: plaintext and no
+  /// authentication (rxfleet-server --insecure, and in-process tests). With TLS, agents must
+  /// present a client certificate signed by `client_ca_file` whose CN or DNS SAN is their host
+  /// id, and FleetService calls need a bearer token from the database's token table.
+  struct Tls {
+    std::string cert_file;       ///< server certificate chain (PEM)
+    std::string key_file;        ///< its private key (PEM)
+    std::string client_ca_file;  ///< CA that signs agent certificates (PEM)
+  };
+  std::optional<Tls> tls;
+  /// An agent stream that sends no Hello this long after opening is closed.
+  absl::Duration hello_timeout = absl::Seconds(30);
+  /// Largest message accepted from a client (bytes).
+  int max_receive_message_bytes = kMaxReceiveMessageBytes;
 };
 
 class FleetServer {
@@ -107,10 +121,12 @@ class FleetServer {
 
   // Construction order = dependency order; destroyed in reverse.
   std::unique_ptr<Store> store_;
+  std::unique_ptr<TokenStore> tokens_;  // null in insecure mode
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<PolicySet> policies_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<EventLog> events_;
+  std::unique_ptr<Authorizer> auth_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<FleetApi> fleet_api_;
   std::unique_ptr<ExperimentController> experiments_;

@@ -14,6 +14,7 @@
 #include "server/fleet_server.h"
 #include "server/http/http_server.h"
 #include "server/store/store.h"
+#include "server/store/token_store.h"
 
 namespace {
 
@@ -37,6 +38,57 @@ CLI::Validator DurationValidator() {
       "DURATION");
 }
 
+// `rxfleet-server tokens create|list|revoke`: token administration on the database file, for
+// the local administrator (works while the server runs; the server reads tokens per call).
+int RunTokens(CLI::App& tokens, const std::string& db_path, const std::string& name,
+              const std::string& role_name) {
+  absl::StatusOr<std::unique_ptr<rxfleet::server::Store>> store =
+      rxfleet::server::Store::Open({db_path});
+  if (!store.ok()) {
+    std::cerr << "rxfleet-server tokens: " << store.status().message() << "\n";
+    return kExitRuntime;
+  }
+  absl::StatusOr<std::unique_ptr<rxfleet::server::TokenStore>> opened =
+      rxfleet::server::TokenStore::Open(db_path);
+  if (!opened.ok()) {
+    std::cerr << "rxfleet-server tokens: " << opened.status().message() << "\n";
+    return kExitRuntime;
+  }
+  rxfleet::server::TokenStore& token_store = **opened;
+  const auto fail = [](const absl::Status& status) {
+    std::cerr << "rxfleet-server tokens: " << status.message() << "\n";
+    return absl::IsInvalidArgument(status) ? kExitUsage : kExitRuntime;
+  };
+  if (tokens.got_subcommand("create")) {
+    absl::StatusOr<rxfleet::server::Role> role = rxfleet::server::ParseRole(role_name);
+    if (!role.ok())
+      return fail(absl::InvalidArgumentError(absl::StrCat("--role: ", role.status().message())));
+    absl::StatusOr<rxfleet::server::CreatedToken> created =
+        token_store.Create(name, *role, "local administrator", absl::Now());
+    if (!created.ok()) return fail(created.status());
+    std::cerr << "created token '" << name << "' with role " << role_name
+              << "; it is shown only now:\n";
+    std::cout << created->token << "\n";
+    return kExitOk;
+  }
+  if (tokens.got_subcommand("revoke")) {
+    absl::StatusOr<rxfleet::server::TokenRecord> revoked = token_store.Revoke(name);
+    if (!revoked.ok()) return fail(revoked.status());
+    std::cout << "revoked token '" << revoked->name << "' (role "
+              << rxfleet::server::RoleName(revoked->role) << ")\n";
+    return kExitOk;
+  }
+  absl::StatusOr<std::vector<rxfleet::server::TokenRecord>> records = token_store.List();
+  if (!records.ok()) return fail(records.status());
+  std::cout << "NAME\tROLE\tCREATED\tCREATED BY\n";
+  for (const rxfleet::server::TokenRecord& record : *records) {
+    std::cout << record.name << "\t" << rxfleet::server::RoleName(record.role) << "\t"
+              << absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", record.create_time, absl::UTCTimeZone())
+              << "\t" << record.created_by << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,8 +102,9 @@ int main(int argc, char** argv) {
   CLI::App app(
       "rxfleet-server: fleet registry of rxfleet agents, versioned RX aggregation policies "
       "pushed to them over gRPC (ACK/NACK), persisted in SQLite.\n"
-      "The gRPC API is plaintext in this version: keep --listen on loopback or a trusted "
-      "network.\n"
+      "TLS is required: pass --tls-cert, --tls-key and --tls-client-ca (agents authenticate with "
+      "client certificates, operators with bearer tokens: `rxfleet-server tokens create`), or "
+      "--insecure for plaintext without authentication (demos, tests). See docs/SECURITY.md.\n"
       "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime error (database, ports), 2 usage.",
       "rxfleet-server");
   app.set_version_flag("--version", std::string(rxfleet::kVersion));
@@ -82,11 +135,58 @@ int main(int argc, char** argv) {
                  "(the experiments themselves are kept)")
       ->default_val(experiment_retention)
       ->check(DurationValidator());
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  bool insecure = false;
+  app.add_option("--tls-cert", tls_cert, "TLS: server certificate chain (PEM)")->type_name("PATH");
+  app.add_option("--tls-key", tls_key, "TLS: server private key (PEM)")->type_name("PATH");
+  app.add_option("--tls-client-ca", tls_client_ca,
+                 "TLS: CA certificate(s) that sign agent certificates (PEM)")
+      ->type_name("PATH");
+  app.add_flag("--insecure", insecure,
+               "Plaintext gRPC without any authentication: anyone who reaches the port can "
+               "change policies. For demos and tests only");
+
+  std::string token_name;
+  std::string token_role;
+  CLI::App* tokens = app.add_subcommand(
+      "tokens", "Operator bearer tokens in the database (works while the server runs)");
+  tokens->require_subcommand(1);
+  CLI::App* create = tokens->add_subcommand(
+      "create", "Create a token and print it once on stdout: tokens create NAME --role ROLE");
+  create->add_option("NAME", token_name, "Token name ([A-Za-z0-9._-], up to 64)")->required();
+  create->add_option("--role", token_role, "viewer, operator or admin")->required();
+  CLI::App* list = tokens->add_subcommand("list", "List tokens (names and roles, no secrets)");
+  CLI::App* revoke = tokens->add_subcommand("revoke", "Revoke a token at once: tokens revoke NAME");
+  revoke->add_option("NAME", token_name, "Token name")->required();
+  for (CLI::App* sub : {create, list, revoke}) {
+    sub->add_option("--db", options.db_path, "SQLite database file of the server")
+        ->default_val(options.db_path)
+        ->type_name("PATH");
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e, std::cout, std::cerr);
     return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (tokens->parsed()) return RunTokens(*tokens, options.db_path, token_name, token_role);
+
+  const bool any_tls = !tls_cert.empty() || !tls_key.empty() || !tls_client_ca.empty();
+  if (insecure && any_tls) {
+    std::cerr << "rxfleet-server: --insecure cannot be combined with --tls-* files; choose one\n";
+    return kExitUsage;
+  }
+  if (!insecure) {
+    if (tls_cert.empty() || tls_key.empty() || tls_client_ca.empty()) {
+      std::cerr << "rxfleet-server: TLS is required: pass --tls-cert, --tls-key and "
+                   "--tls-client-ca (see docs/SECURITY.md; scripts/rxfleet-certs makes them), or "
+                   "--insecure for plaintext without authentication\n";
+      return kExitUsage;
+    }
+    options.tls = rxfleet::server::FleetServerOptions::Tls{tls_cert, tls_key, tls_client_ca};
   }
   if (options.http_listen == "none") options.http_listen.clear();
   (void)absl::ParseDuration(stale_after, &options.stale_after);

@@ -199,6 +199,8 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   std::string metrics_address;
   std::string probe_target;
   std::string server;
+  bool insecure = false;
+  LinkTlsFiles tls;
 
   CLI::Option* once_flag =
       app.add_flag("--once", once, "Reconcile every adapter once, print a report and exit");
@@ -236,8 +238,15 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
                  absl::StrCat("Prometheus endpoint HOST:PORT, or none (default ",
                               common::ToAbslView(kDefaultMetricsAddress), "; --standalone only)"));
   app.add_option("--server", server,
-                 "rxfleet-server HOST:PORT to take policy bundles from (plaintext gRPC; "
-                 "--standalone only); the last good bundle is kept in --state-dir");
+                 "rxfleet-server HOST:PORT to take policy bundles from over TLS (--standalone "
+                 "only); the last good bundle is kept in --state-dir");
+  app.add_option("--tls-ca", tls.ca_file,
+                 "With --server: CA certificate that signs the server's (PEM)");
+  app.add_option("--tls-cert", tls.cert_file,
+                 "With --server: this host's client certificate, CN = host id (PEM)");
+  app.add_option("--tls-key", tls.key_file, "With --server: its private key (PEM)");
+  app.add_flag("--insecure", insecure,
+               "With --server: plaintext, no certificates (servers started with --insecure)");
   app.add_option("--probe-target", probe_target,
                  "ICMP RTT probes through each adapter: gateway (default: the netdev's IPv4 "
                  "default gateway), an IPv4 address, or none (--standalone only)");
@@ -265,9 +274,19 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   if (!once && !standalone) return usage("choose a mode: --standalone or --once (see --help)");
   if (!once && app.count("--output") > 0) return usage("--output only applies to --once");
   if (once && !server.empty()) return usage("--server only applies to --standalone");
+  const bool any_tls = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
+  if (server.empty() && (insecure || any_tls)) {
+    return usage("--insecure and --tls-* only apply with --server");
+  }
   if (!server.empty()) {
     if (absl::Status address = common::ValidateHostPort(server); !address.ok()) {
       return usage(absl::StrCat("--server: ", address.message()));
+    }
+    if (insecure && any_tls) return usage("--insecure cannot be combined with --tls-* files");
+    if (!insecure && (tls.ca_file.empty() || tls.cert_file.empty() || tls.key_file.empty())) {
+      return usage(
+          "--server needs --tls-ca, --tls-cert and --tls-key (see docs/SECURITY.md), or "
+          "--insecure for a plaintext server");
     }
   }
 
@@ -279,6 +298,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   o.probe_target = "gateway";
   command.output = output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
   command.server = server;
+  if (!server.empty() && !insecure) command.server_tls = tls;
 
   if (!config.empty()) {
     if (absl::Status s = ApplyConfigFile(config, o); !s.ok()) {

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/app/agent.h"
+#include "agent/link/credentials.h"
 
 namespace rxfleet::agent {
 
@@ -24,6 +25,9 @@ struct CommandLine {
   OutputFormat output = OutputFormat::kTable;
   /// --server HOST:PORT of rxfleet-server (--standalone only); empty = local policies only.
   std::string server;
+  /// --tls-ca/--tls-cert/--tls-key for the server link (all three required with --server
+  /// unless --insecure); unset = plaintext (--insecure).
+  std::optional<LinkTlsFiles> server_tls;
 };
 
 /// Parses rxfleet-agent's flags (CLI11) and the optional --config file into validated options.

@@ -5,6 +5,7 @@
 // status endpoint. main.cc creates it when --server is given.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -25,8 +26,10 @@ class AgentLinkBinding final : public BundleSink, public AdapterObserver {
   /// Creates the link to `server_address` for `agent` (not owned; must outlive the binding),
   /// persisting bundles under the agent's state directory, and registers as the agent's
   /// observer. Call before Agent::Run. Errors: the link's (InvalidArgument).
+  /// `tls` unset = plaintext (--insecure).
   static absl::StatusOr<std::unique_ptr<AgentLinkBinding>> Create(Agent* agent,
                                                                   const std::string& server_address,
+                                                                  std::optional<LinkTlsFiles> tls,
                                                                   LogSink log);
   ~AgentLinkBinding() override;
 

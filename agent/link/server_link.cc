@@ -201,8 +201,16 @@ grpc::Status ServerLink::RunStream() {
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // A fresh channel per attempt: the link's own jittered backoff decides when to reconnect.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options_.credentials != nullptr ? options_.credentials : grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::ChannelCredentials> credentials = options_.credentials;
+  if (credentials == nullptr && options_.tls.has_value()) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls = LinkCredentials(*options_.tls);
+    if (!tls.ok()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("TLS: ", tls.status().message()));
+    }
+    credentials = *std::move(tls);
+  }
+  if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(options_.server_address, credentials, args);
   std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);

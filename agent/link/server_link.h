@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -41,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/link/credentials.h"
 #include "agent/reconcile/backoff.h"
 #include "agent/reconcile/log.h"
 #include "agent/reconcile/policy_set.h"
@@ -75,9 +77,12 @@ struct ServerLinkOptions {
   /// HTTP/2 keepalive pings without data, and how long to wait for their ACK.
   absl::Duration keepalive_time = kAgentKeepaliveTime;
   absl::Duration keepalive_timeout = kAgentKeepaliveTimeout;
-  /// Channel credentials; null = plaintext (insecure), the only option until TLS arrives. The
-  /// seam where TLS channel credentials will be passed.
+  /// Channel credentials, for tests; null = use `tls`.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  /// TLS files (agent/link/credentials.h), read again before every connection attempt so
+  /// rotated certificates take effect at the next reconnect. Unset (and no `credentials`) =
+  /// plaintext (rxfleet-agent --insecure).
+  std::optional<LinkTlsFiles> tls;
   /// Log lines; null = none.
   LogSink log;
   /// Called after every change of the link status (from the link's thread or Start()).

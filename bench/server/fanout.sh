@@ -59,7 +59,7 @@ for run in "${runs[@]}"; do
   db="$tmp/server-$agents-$channels.db"  # a fresh database per run
   port_file="$out_dir/server-$agents-$channels.log"
   : >"$port_file"
-  "$server_bin" --listen 127.0.0.1:0 --db "$db" --http-listen none --push-debounce "$debounce" \
+  "$server_bin" --insecure --listen 127.0.0.1:0 --db "$db" --http-listen none --push-debounce "$debounce" \
     2>"$port_file" &
   server_pid=$!
   port=

@@ -254,8 +254,8 @@ absl::StatusOr<ConnectionSettings> ResolveConnection(const ConnectionFlags& flag
     }
     transport = from_file;
   }
-  settings.tls =
-      !transport.insecure && (!transport.ca_file.empty() || !transport.cert_file.empty());
+  // TLS unless --insecure (or `insecure: true`) says otherwise; no CA file = system roots.
+  settings.tls = !transport.insecure;
   settings.ca_file = transport.ca_file;
   settings.cert_file = transport.cert_file;
   settings.key_file = transport.key_file;

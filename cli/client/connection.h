@@ -54,8 +54,8 @@ struct ConfigFile {
 /// Parses a config file:
 ///   server: fleet.example.net:7443
 ///   token: s3cret
-///   insecure: true            # plaintext (the default today)
-///   ca_file: ca.pem           # any TLS file switches to TLS (grpc::SslCredentials)
+///   insecure: true            # plaintext (TLS is the default)
+///   ca_file: ca.pem           # the fleet CA (else the system roots)
 ///   cert_file: client.pem     # with key_file: client certificate
 ///   key_file: client.key
 ///   timeout: 10s
@@ -87,12 +87,11 @@ struct ConnectionSettings {
 /// Resolves the connection with precedence flag > environment > config file > default, per
 /// setting (server, token, timeout). The transport is decided as a whole by the highest source
 /// that says anything about it (--insecure or a TLS file flag, else the config file's
-/// insecure/TLS keys, else plaintext), so a flag never mixes with the file's TLS settings.
-/// The config file is flags.config if given (it must exist), else DefaultConfigPath (a missing
-/// default file is no error).
-/// Errors (InvalidArgument, naming the flag or file): unreadable or invalid config file,
-/// invalid --timeout, an empty server address, insecure together with TLS files from the same
-/// source, a client certificate without its key or the reverse.
+/// insecure/TLS keys, else TLS with the system roots), so a flag never mixes with the file's TLS
+/// settings. The config file is flags.config if given (it must exist), else DefaultConfigPath (a
+/// missing default file is no error). Errors (InvalidArgument, naming the flag or file): unreadable
+/// or invalid config file, invalid --timeout, an empty server address, insecure together with TLS
+/// files from the same source, a client certificate without its key or the reverse.
 absl::StatusOr<ConnectionSettings> ResolveConnection(const ConnectionFlags& flags,
                                                      const EnvLookup& env);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <utility>
 #include <vector>
 
@@ -11,11 +12,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "cli/client/paging.h"
 #include "cli/commands/watch.h"
+#include "cli/output/events.h"
 #include "cli/output/resources.h"
 #include "cli/output/structured.h"
+#include "cli/output/table.h"
 #include "common/policy/selectors.h"
+#include "common/proto/time.h"
 #include "common/string_view_compat.h"
 
 namespace rxfleet::cli {
@@ -249,11 +254,31 @@ absl::Status GetExperiments(const GetOptions& options, OutputFormat format, Flee
   return absl::OkStatus();
 }
 
+// The audit log as TIME, ACTOR, ACTION, OBJECT, VERSIONS (before -> after), RESULT.
+void PrintAuditTable(const std::vector<v1::Event>& events, std::ostream& out) {
+  Table table({"TIME", "ACTOR", "ACTION", "OBJECT", "VERSIONS", "RESULT"});
+  for (const v1::Event& event : events) {
+    const v1::AuditRecord& audit = event.audit();
+    const std::string versions =
+        audit.old_resource_version().empty() && audit.new_resource_version().empty()
+            ? "-"
+            : absl::StrCat(
+                  audit.old_resource_version().empty() ? "-" : audit.old_resource_version(), " -> ",
+                  audit.new_resource_version().empty() ? "-" : audit.new_resource_version());
+    table.AddRow({absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", common::TimeFromProto(event.last_time()),
+                                   absl::UTCTimeZone()),
+                  audit.actor(), absl::StrCat(audit.action(), audit.dry_run() ? " (dry run)" : ""),
+                  EventObject(event), versions, audit.result_code()});
+  }
+  table.Print(out);
+}
+
 absl::Status GetEvents(const GetOptions& options, OutputFormat format, FleetClient& client,
                        const CommandContext& ctx) {
   auto filter = EventFilterRequest(options.event_host, options.event_kind, options.event_name,
                                    options.event_type);
   if (!filter.ok()) return filter.status();
+  filter->set_audit(options.event_audit);
   auto events = ListRecentEvents(client, *filter, kGetEventCount);
   if (!events.ok()) return events.status();
   v1::ListEventsResponse list;
@@ -264,6 +289,10 @@ absl::Status GetEvents(const GetOptions& options, OutputFormat format, FleetClie
   }
   if (format == OutputFormat::kName) {
     for (const auto& event : *events) *ctx.streams.out << ResourceName(event) << '\n';
+    return absl::OkStatus();
+  }
+  if (options.event_audit) {
+    PrintAuditTable(*events, *ctx.streams.out);
     return absl::OkStatus();
   }
   PrintEventTable(*events, ctx.now, *ctx.streams.out);
@@ -314,6 +343,9 @@ void AddGetCommand(CLI::App& root, SelectedCommand* selected) {
       sub->add_option("--name", options->event_name, "Only events about objects with this name");
       sub->add_option("--type", options->event_type, "Only normal or warning events")
           ->check(CLI::IsMember({"normal", "warning"}, CLI::ignore_case));
+      sub->add_flag("--audit", options->event_audit,
+                    "The audit log instead: API changes with actor, action, object, resource "
+                    "versions and result");
     }
     if (info.kind == ResourceKind::kHost || info.kind == ResourceKind::kAdapter) {
       sub->add_option("--field-selector", options->field_selector,

@@ -37,6 +37,8 @@ struct GetOptions {
   std::string event_kind;
   std::string event_name;
   std::string event_type;
+  /// --audit (events only): the audit log (API changes: who, what, resource versions).
+  bool event_audit = false;
 };
 
 /// The field selector keys of a kind: hosts "connected, stale"; adapters "usb_speed, chip,

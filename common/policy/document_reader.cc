@@ -11,6 +11,7 @@
 #include "common/host_labels.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
+#include "common/yaml_guard.h"
 
 namespace rxfleet::common {
 namespace {
@@ -232,6 +233,12 @@ absl::StatusOr<std::vector<YAML::Node>> DocumentReader::LoadDocuments(absl::stri
   if (text.size() > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         source_, ": ", text.size(), " bytes exceeds the 1 MiB ", what, " input limit"));
+  }
+  // yaml-cpp 0.7's LoadAll can loop forever on some malformed input: count first.
+  if (absl::Status count =
+          CheckYamlDocumentCount(ToStdView(text), max_documents, ToStdView(source_));
+      !count.ok()) {
+    return count;
   }
   std::vector<YAML::Node> docs;
   try {

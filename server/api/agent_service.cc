@@ -1,7 +1,9 @@
 #include "server/api/agent_service.h"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -28,12 +30,34 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
                           public std::enable_shared_from_this<AgentStream> {
  public:
   AgentStream(AgentServiceImpl* service, grpc::CallbackServerContext* context)
-      : service_(service), deps_(service->deps_), peer_(context->peer()) {}
+      : service_(service),
+        deps_(service->deps_),
+        peer_(context->peer()),
+        identities_(HostIdentities(*context->auth_context())) {}
 
   void Start() {
     self_ = shared_from_this();
+    // The Hello deadline. The alarm holds only a weak reference; OnDone cancels it.
+    hello_alarm_.Set(absl::ToChronoTime(absl::Now() + service_->options_.hello_timeout),
+                     [weak = weak_from_this()](bool fired) {
+                       if (!fired) return;
+                       if (std::shared_ptr<AgentStream> stream = weak.lock())
+                         stream->HelloTimeout();
+                     });
     absl::MutexLock lock(&mu_);
     StartRead(&read_buffer_);
+  }
+
+  void HelloTimeout() {
+    absl::MutexLock lock(&mu_);
+    if (stream_id_ != 0 || finish_status_.has_value()) return;
+    deps_.metrics->streams_rejected->Increment();
+    Log(LogLevel::kWarning,
+        absl::StrCat("agent stream from ", peer_, " sent no Hello within ",
+                     absl::FormatDuration(service_->options_.hello_timeout), "; closing it"));
+    RequestFinishLocked(grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        absl::StrCat("no Hello within ", absl::FormatDuration(service_->options_.hello_timeout))));
   }
 
   // Queues a bundle (coalescing with an unsent older one) and starts writing if idle.
@@ -112,6 +136,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   void OnDone() override {
+    hello_alarm_.Cancel();
     const absl::Time now = absl::Now();
     std::string host_id;
     uint64_t stream_id = 0;
@@ -262,8 +287,35 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     return absl::InvalidArgumentError("AgentMessage without a kind (or of a newer protocol)");
   }
 
+  // TLS mode: the Hello must speak for the host named by the client certificate.
+  absl::Status CheckIdentity(const v1::Hello& hello) {
+    if (!service_->options_.require_client_certificate) return absl::OkStatus();
+    absl::Status denied;
+    std::string reason;
+    if (identities_.empty()) {
+      reason = "no_client_certificate";
+      denied = absl::UnauthenticatedError(
+          "agents must present a client certificate signed by the fleet CA (rxfleet-agent "
+          "--tls-cert/--tls-key; see docs/SECURITY.md)");
+    } else if (std::find(identities_.begin(), identities_.end(), hello.host_id()) ==
+               identities_.end()) {
+      reason = "host_id_mismatch";
+      denied = absl::PermissionDeniedError(absl::StrCat("Hello claims host_id '", hello.host_id(),
+                                                        "' but the client certificate is for '",
+                                                        identities_.front(), "'"));
+    } else {
+      return absl::OkStatus();
+    }
+    if (deps_.auth != nullptr) {
+      deps_.auth->RecordAgentDenial(
+          reason, absl::StrCat("agent stream from ", peer_, ": ", denied.message()));
+    }
+    return denied;
+  }
+
   absl::Status HandleHello(const v1::Hello& hello, absl::Time now) {
     if (absl::Status s = ValidateHello(hello); !s.ok()) return s;
+    if (absl::Status s = CheckIdentity(hello); !s.ok()) return s;
     const uint64_t stream_id = deps_.registry->Connect(hello, peer_, now);
     {
       absl::MutexLock lock(&mu_);
@@ -358,6 +410,9 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   AgentServiceImpl* const service_;
   const AgentServiceDeps deps_;
   const std::string peer_;
+  // CN and DNS SANs of the verified client certificate (empty without one).
+  const std::vector<std::string> identities_;
+  grpc::Alarm hello_alarm_;
 
   // Read path only (reads of one stream never overlap). host_id_/stream_id_ are written once,
   // under mu_, before the stream is registered for pushes.

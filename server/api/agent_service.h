@@ -9,7 +9,9 @@
 // messages are parsed here.
 //
 // Protocol (proto/rxfleet/v1/agent_service.proto): the first message must be a valid Hello,
-// else the stream ends with INVALID_ARGUMENT. The server then sends ServerConfig and the
+// else the stream ends with INVALID_ARGUMENT (DEADLINE_EXCEEDED if no message arrives within
+// hello_timeout; in TLS mode the Hello must match the client certificate, see
+// AgentServiceOptions). The server then sends ServerConfig and the
 // current bundle; later bundles follow every change, each with a fresh nonce. ACK/NACKs whose
 // nonce is not the stream's latest bundle are stale and ignored. A newer stream for the same
 // host ends the older one with ABORTED. Shutdown ends every stream with UNAVAILABLE.
@@ -27,6 +29,7 @@
 #include "absl/time/time.h"
 #include "rxfleet/v1/agent_service.grpc.pb.h"
 #include "server/api/bundle_message.h"
+#include "server/auth/authorizer.h"
 #include "server/http/metrics.h"
 #include "server/registry/event_log.h"
 #include "server/registry/policy_set.h"
@@ -42,6 +45,13 @@ struct AgentServiceOptions {
   absl::Duration report_interval = absl::Seconds(100);
   /// ServerConfig.metric_window_length.
   absl::Duration metric_window_length = absl::Seconds(60);
+  /// A stream that has not sent its Hello this long after opening is ended with
+  /// DEADLINE_EXCEEDED, so idle connections cannot pin server memory.
+  absl::Duration hello_timeout = absl::Seconds(30);
+  /// TLS mode: the Hello's host_id must be the CN or a DNS SAN of the stream's verified client
+  /// certificate; a stream without one is refused with UNAUTHENTICATED, a Hello for another
+  /// host with PERMISSION_DENIED (both counted and logged by `deps.auth`).
+  bool require_client_certificate = false;
 };
 
 /// The components the service works with; all must outlive it.
@@ -50,6 +60,8 @@ struct AgentServiceDeps {
   PolicySet* policies;
   EventLog* events;
   ServerMetrics* metrics;
+  /// Counts and logs refused streams; may be null when require_client_certificate is false.
+  Authorizer* auth = nullptr;
   /// Experiments: assignments for bundles and metric window ingestion. Null = no experiments
   /// (windows are rejected and counted).
   ExperimentController* experiments = nullptr;

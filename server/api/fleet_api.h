@@ -26,7 +26,8 @@ namespace rxfleet::server {
 
 /// Who called a write, for audit events.
 struct Caller {
-  /// "unauthenticated" until TLS client certificates arrive, plus the peer and user-agent.
+  /// The authenticated operator: "token:<name>" (server/auth/authorizer.h), or with
+  /// --insecure "unauthenticated from <peer> (<user-agent>)".
   std::string actor = "unauthenticated";
 };
 

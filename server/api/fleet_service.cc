@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -10,19 +11,7 @@
 #include "server/experiments/controller.h"
 
 namespace rxfleet::server {
-namespace {
-
-Caller CallerOf(const grpc::CallbackServerContext* context) {
-  Caller caller;
-  caller.actor = absl::StrCat("unauthenticated from ", context->peer());
-  const auto& metadata = context->client_metadata();
-  if (auto it = metadata.find("user-agent"); it != metadata.end()) {
-    absl::StrAppend(&caller.actor, " (", std::string(it->second.data(), it->second.size()), ")");
-  }
-  return caller;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // One WatchEvents call. Events arrive from the event log (under its lock) and are queued here;
 // one write is in flight at a time. Lifetime: deleted in OnDone, after unregistering from the
@@ -151,87 +140,76 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
 };
 
 FleetServiceImpl::FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work,
+                                   Authorizer* auth, TokenStore* tokens,
                                    ExperimentController* experiments)
-    : api_(api), events_(events), work_(work), experiments_(experiments) {}
+    : api_(api),
+      events_(events),
+      work_(work),
+      auth_(auth),
+      tokens_(tokens),
+      experiments_(experiments) {}
 
 FleetServiceImpl::~FleetServiceImpl() = default;
 
 template <typename Response, typename Fn>
-grpc::ServerUnaryReactor* FleetServiceImpl::Run(grpc::CallbackServerContext* context,
-                                                Response* response, Fn fn) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const bool queued = work_->Submit([reactor, response, fn = std::move(fn)]() mutable {
-    absl::StatusOr<Response> result = fn();
-    if (result.ok()) *response = *std::move(result);
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
-  if (!queued) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 "the server is busy with other requests; retry shortly"));
-  }
-  return reactor;
-}
-
-template <typename Response, typename Fn>
 grpc::ServerUnaryReactor* FleetServiceImpl::RunExperiment(grpc::CallbackServerContext* context,
+                                                          std::string_view method,
                                                           Response* response, Fn fn) {
-  if (experiments_ == nullptr) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                 "experiments are not enabled in this server"));
-    return reactor;
-  }
-  return Run(context, response, [this, fn] { return fn(*experiments_); });
+  return Run(context, method, response, [this, fn]() -> absl::StatusOr<Response> {
+    if (experiments_ == nullptr) {
+      return absl::UnimplementedError("experiments are not enabled in this server");
+    }
+    return fn(*experiments_);
+  });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListHosts(grpc::CallbackServerContext* context,
                                                       const v1::ListHostsRequest* request,
                                                       v1::ListHostsResponse* response) {
-  return Run(context, response, [this, request] { return api_->ListHosts(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->ListHosts(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetHost(grpc::CallbackServerContext* context,
                                                     const v1::GetHostRequest* request,
                                                     v1::Host* response) {
-  return Run(context, response, [this, request] { return api_->GetHost(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->GetHost(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListAdapters(grpc::CallbackServerContext* context,
                                                          const v1::ListAdaptersRequest* request,
                                                          v1::ListAdaptersResponse* response) {
-  return Run(context, response, [this, request] { return api_->ListAdapters(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->ListAdapters(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetAdapter(grpc::CallbackServerContext* context,
                                                        const v1::GetAdapterRequest* request,
                                                        v1::Adapter* response) {
-  return Run(context, response, [this, request] { return api_->GetAdapter(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->GetAdapter(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ApplyPolicy(grpc::CallbackServerContext* context,
                                                         const v1::ApplyPolicyRequest* request,
                                                         v1::ApplyPolicyResponse* response) {
-  return Run(context, response, [this, request, caller = CallerOf(context)] {
-    return api_->ApplyPolicy(*request, caller);
-  });
+  return Run(context, __func__, response,
+             [this, request](const Caller& caller) { return api_->ApplyPolicy(*request, caller); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetPolicy(grpc::CallbackServerContext* context,
                                                       const v1::GetPolicyRequest* request,
                                                       v1::Policy* response) {
-  return Run(context, response, [this, request] { return api_->GetPolicy(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->GetPolicy(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListPolicies(grpc::CallbackServerContext* context,
                                                          const v1::ListPoliciesRequest* request,
                                                          v1::ListPoliciesResponse* response) {
-  return Run(context, response, [this, request] { return api_->ListPolicies(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->ListPolicies(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::DeletePolicy(grpc::CallbackServerContext* context,
                                                          const v1::DeletePolicyRequest* request,
                                                          v1::DeletePolicyResponse* response) {
-  return Run(context, response, [this, request, caller = CallerOf(context)] {
+  return Run(context, __func__, response, [this, request](const Caller& caller) {
     return api_->DeletePolicy(*request, caller);
   });
 }
@@ -239,13 +217,14 @@ grpc::ServerUnaryReactor* FleetServiceImpl::DeletePolicy(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* FleetServiceImpl::ExplainAdapter(grpc::CallbackServerContext* context,
                                                            const v1::ExplainAdapterRequest* request,
                                                            v1::ExplainAdapterResponse* response) {
-  return Run(context, response, [this, request] { return api_->ExplainAdapter(*request); });
+  return Run(context, __func__, response,
+             [this, request] { return api_->ExplainAdapter(*request); });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(
     grpc::CallbackServerContext* context, const v1::CreateExperimentRequest* request,
     v1::CreateExperimentResponse* response) {
-  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
     return experiments.CreateExperiment(*request);
   });
 }
@@ -253,7 +232,7 @@ grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(
 grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(
     grpc::CallbackServerContext* context, const v1::ListExperimentsRequest* request,
     v1::ListExperimentsResponse* response) {
-  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
     return experiments.ListExperiments(*request);
   });
 }
@@ -261,7 +240,7 @@ grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperiment(grpc::CallbackServerContext* context,
                                                           const v1::GetExperimentRequest* request,
                                                           v1::Experiment* response) {
-  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
     return experiments.GetExperiment(*request);
   });
 }
@@ -269,7 +248,7 @@ grpc::ServerUnaryReactor* FleetServiceImpl::GetExperiment(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerContext* context,
                                                            const v1::StopExperimentRequest* request,
                                                            v1::Experiment* response) {
-  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
     return experiments.StopExperiment(*request);
   });
 }
@@ -277,7 +256,7 @@ grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerC
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(
     grpc::CallbackServerContext* context, const v1::GetExperimentReportRequest* request,
     v1::ExperimentReport* response) {
-  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
     return experiments.GetExperimentReport(*request);
   });
 }
@@ -285,7 +264,7 @@ grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(
 grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
     grpc::CallbackServerContext* context, const v1::PromoteExperimentRequest* request,
     v1::PromoteExperimentResponse* response) {
-  return RunExperiment(context, response, [request](ExperimentController& experiments) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
     return experiments.PromoteExperiment(*request);
   });
 }
@@ -293,11 +272,11 @@ grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
 grpc::ServerUnaryReactor* FleetServiceImpl::ListEvents(grpc::CallbackServerContext* context,
                                                        const v1::ListEventsRequest* request,
                                                        v1::ListEventsResponse* response) {
-  return Run(context, response, [this, request] { return api_->ListEvents(*request); });
+  return Run(context, __func__, response, [this, request] { return api_->ListEvents(*request); });
 }
 
 grpc::ServerWriteReactor<v1::Event>* FleetServiceImpl::WatchEvents(
-    grpc::CallbackServerContext*, const v1::WatchEventsRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WatchEventsRequest* request) {
   auto* watch = new WatchReactor(this, events_);
   bool refused = false;
   {
@@ -306,6 +285,9 @@ grpc::ServerWriteReactor<v1::Event>* FleetServiceImpl::WatchEvents(
     watches_.insert(watch);
   }
   if (refused) watch->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  if (absl::StatusOr<Principal> principal = auth_->Authorize(*context, __func__); !principal.ok()) {
+    watch->End(ToGrpcStatus(principal.status()));
+  }
   watch->Start(*request);
   return watch;
 }

@@ -5,19 +5,26 @@
 // full a call fails with RESOURCE_EXHAUSTED. WatchEvents is a callback server-streaming reactor
 // with a capped per-watch queue: a watcher that falls more than kMaxWatchBacklog events behind
 // is ended with RESOURCE_EXHAUSTED (list, then watch again). Experiment RPCs are served by the
-// ExperimentController (server/experiments/controller.h).
+// ExperimentController (server/experiments/controller.h). Every call is authorized first (role
+// table in server/auth/authorizer.cc).
 
 #include <grpcpp/grpcpp.h>
 
 #include <cstddef>
 #include <set>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
 #include "server/api/fleet_api.h"
+#include "server/api/status.h"
 #include "server/api/work_queue.h"
+#include "server/auth/authorizer.h"
 #include "server/registry/event_log.h"
+#include "server/store/token_store.h"
 
 namespace rxfleet::server {
 
@@ -29,10 +36,12 @@ inline constexpr size_t kMaxWatchBacklog = 1024;
 
 class FleetServiceImpl final : public v1::FleetService::CallbackService {
  public:
-  /// `api`, `events`, `work` and `experiments` must outlive the service (and the gRPC
-  /// server). Without `experiments` the experiment RPCs answer UNIMPLEMENTED.
-  FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work,
-                   ExperimentController* experiments = nullptr);
+  /// `api`, `events`, `work`, `auth`, `tokens` and `experiments` must outlive the service (and
+  /// the gRPC server). Every call is authorized by `auth` (server/auth/authorizer.h) before it
+  /// runs; `tokens` is null in insecure mode (the token RPCs then answer FAILED_PRECONDITION).
+  /// Without `experiments` the experiment RPCs answer UNIMPLEMENTED.
+  FleetServiceImpl(FleetApi* api, EventLog* events, WorkQueue* work, Authorizer* auth,
+                   TokenStore* tokens, ExperimentController* experiments = nullptr);
   ~FleetServiceImpl() override;
 
   /// Ends every watch with UNAVAILABLE("server shutting down"); new watches are refused.
@@ -87,26 +96,73 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
                                        v1::ListEventsResponse* response) override;
   grpc::ServerWriteReactor<v1::Event>* WatchEvents(grpc::CallbackServerContext* context,
                                                    const v1::WatchEventsRequest* request) override;
+  // Token administration (server/api/token_rpcs.cc).
+  grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* context,
+                                        const v1::CreateTokenRequest* request,
+                                        v1::CreateTokenResponse* response) override;
+  grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* context,
+                                       const v1::ListTokensRequest* request,
+                                       v1::ListTokensResponse* response) override;
+  grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* context,
+                                        const v1::RevokeTokenRequest* request,
+                                        v1::RevokeTokenResponse* response) override;
 
  private:
   friend class WatchReactor;
 
+  /// Queues `fn` on the work queue after authorizing the caller for `method` (pass __func__:
+  /// the FleetService method name, looked up in RequiredRole()). `fn` returns
+  /// StatusOr<Response> and takes either no argument or the authenticated `const Caller&`.
   template <typename Response, typename Fn>
-  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, Response* response, Fn fn);
-  /// Runs `fn(controller)` on the work queue, or answers UNIMPLEMENTED without a controller.
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, std::string_view method,
+                                Response* response, Fn fn);
+  /// Records an audit event for a change to a token.
+  void AuditToken(const Caller& caller, std::string_view action, std::string_view name,
+                  const absl::Status& result);
+  /// Run() of `fn(controller)`, or UNIMPLEMENTED without a controller (after authorization).
   template <typename Response, typename Fn>
-  grpc::ServerUnaryReactor* RunExperiment(grpc::CallbackServerContext* context, Response* response,
-                                          Fn fn);
+  grpc::ServerUnaryReactor* RunExperiment(grpc::CallbackServerContext* context,
+                                          std::string_view method, Response* response, Fn fn);
   void Forget(WatchReactor* watch);
 
   FleetApi* const api_;
   EventLog* const events_;
   WorkQueue* const work_;
+  Authorizer* const auth_;
+  TokenStore* const tokens_;
   ExperimentController* const experiments_;
 
   absl::Mutex watches_mu_;
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(watches_mu_);
   bool shutting_down_ ABSL_GUARDED_BY(watches_mu_) = false;
 };
+
+template <typename Response, typename Fn>
+grpc::ServerUnaryReactor* FleetServiceImpl::Run(grpc::CallbackServerContext* context,
+                                                std::string_view method, Response* response,
+                                                Fn fn) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The context stays valid until Finish; the token lookup reads SQLite, so it runs here on
+  // the work queue rather than on a callback thread.
+  const bool queued =
+      work_->Submit([this, context, method, reactor, response, fn = std::move(fn)]() mutable {
+        absl::StatusOr<Principal> principal = auth_->Authorize(*context, method);
+        absl::StatusOr<Response> result = absl::UnknownError("not run");
+        if (!principal.ok()) {
+          result = principal.status();
+        } else if constexpr (std::is_invocable_v<Fn&, const Caller&>) {
+          result = fn(Caller{principal->actor});
+        } else {
+          result = fn();
+        }
+        if (result.ok()) *response = *std::move(result);
+        reactor->Finish(ToGrpcStatus(result.status()));
+      });
+  if (!queued) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 "the server is busy with other requests; retry shortly"));
+  }
+  return reactor;
+}
 
 }  // namespace rxfleet::server

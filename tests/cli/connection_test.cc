@@ -40,7 +40,7 @@ TEST_F(ConnectionTest, DefaultsWithoutAnySource) {
   EXPECT_EQ(settings->server, kDefaultServerAddress);
   EXPECT_EQ(settings->server_origin, "default");
   EXPECT_EQ(settings->token, "");
-  EXPECT_FALSE(settings->tls);
+  EXPECT_TRUE(settings->tls);  // TLS with the system roots unless --insecure
   EXPECT_EQ(settings->timeout, absl::Seconds(10));
 }
 

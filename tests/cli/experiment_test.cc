@@ -135,7 +135,8 @@ class ExperimentVerbsTest : public ::testing::Test {
     err_.str("");
     in_.clear();
     in_.str(std::move(stdin_text));
-    args.insert(args.begin(), {"--server", absl::StrCat("127.0.0.1:", port_), "--timeout", "10s"});
+    args.insert(args.begin(),
+                {"--insecure", "--server", absl::StrCat("127.0.0.1:", port_), "--timeout", "10s"});
     return RunRxfleetctl(args, env_);
   }
 

@@ -47,7 +47,7 @@ class CliIntegrationTest : public ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(dir_.path() / "tmp");
     auto server = ChildProcess::Start(
-        {BinaryPath("server/rxfleet-server"), "--listen", "127.0.0.1:0", "--db",
+        {BinaryPath("server/rxfleet-server"), "--insecure", "--listen", "127.0.0.1:0", "--db",
          dir_.File("fleet.db"), "--http-listen", "none", "--push-debounce", "0s"},
         Env());
     ASSERT_TRUE(server.ok()) << server.status();
@@ -90,6 +90,7 @@ class CliIntegrationTest : public ::testing::Test {
                                       "--standalone",
                                       "--server",
                                       address_,
+                                      "--insecure",
                                       "--host-id",
                                       host,
                                       "--label",
@@ -109,7 +110,7 @@ class CliIntegrationTest : public ::testing::Test {
 
   // Runs rxfleetctl against the test server.
   ProcessResult Ctl(std::vector<std::string> args, const std::string& server = "") {
-    std::vector<std::string> argv = {BinaryPath("cli/rxfleetctl"), "--server",
+    std::vector<std::string> argv = {BinaryPath("cli/rxfleetctl"), "--insecure", "--server",
                                      server.empty() ? address_ : server};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProcess(argv, absl::Seconds(30), Env());
@@ -199,7 +200,7 @@ TEST_F(CliIntegrationTest, OperatorWorkflowAgainstARealFleet) {
 
   // 2. A watch runs through the changes.
   auto watch = ChildProcess::Start(
-      {BinaryPath("cli/rxfleetctl"), "--server", address_, "watch", "-o", "json"}, Env());
+      {BinaryPath("cli/rxfleetctl"), "--insecure", "--server", address_, "watch", "-o", "json"}, Env());
   ASSERT_TRUE(watch.ok()) << watch.status();
 
   // 3. apply changes exactly the selected adapter.
@@ -301,7 +302,8 @@ TEST_F(CliIntegrationTest, OperatorWorkflowAgainstARealFleet) {
 TEST(CliBinaryTest, UnreachableServerFailsWithinTheTimeout) {
   const absl::Time start = absl::Now();
   ProcessResult r = RunProcess(
-      {BinaryPath("cli/rxfleetctl"), "--server", "127.0.0.1:1", "get", "hosts", "--timeout", "2s"},
+      {BinaryPath("cli/rxfleetctl"), "--insecure", "--server", "127.0.0.1:1", "get", "hosts",
+       "--timeout", "2s"},
       absl::Seconds(30), {"HOME=/nonexistent-rxfleet-home"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));

@@ -27,7 +27,16 @@ opts="$(sed -n 's/^RXFLEET_SERVER_OPTS="\(.*\)"$/\1/p' "$src/deploy/config/serve
 # The database must be where the unit may write (StateDirectory=rxfleet).
 [[ " $opts " == *" --db /var/lib/rxfleet/"* ]] ||
   { echo "FAIL: server.env --db must be below /var/lib/rxfleet: $opts" >&2; exit 1; }
-test_opts="$(sed -E 's#(--(http-)?listen) [^ ]*:[0-9]+#\1 127.0.0.1:0#g; s#--db /var/lib/rxfleet/#--db '"$tmp"'/#' <<< "$opts")"
+# TLS files as /etc/rxfleet/tls/ holds them, from a throwaway CA made with scripts/rxfleet-certs.
+[[ " $opts " == *" --tls-cert /etc/rxfleet/tls/"* ]] ||
+  { echo "FAIL: server.env must use TLS files from /etc/rxfleet/tls/: $opts" >&2; exit 1; }
+"$src/scripts/rxfleet-certs" --dir "$tmp/gen" ca >/dev/null
+"$src/scripts/rxfleet-certs" --dir "$tmp/gen" server localhost --ip 127.0.0.1 >/dev/null
+mkdir -p "$tmp/tls"
+cp "$tmp/gen/ca.crt" "$tmp/tls/ca.crt"
+cp "$tmp/gen/server-localhost.crt" "$tmp/tls/server.crt"
+cp "$tmp/gen/server-localhost.key" "$tmp/tls/server.key"
+test_opts="$(sed -E 's#(--(http-)?listen) [^ ]*:[0-9]+#\1 127.0.0.1:0#g; s#--db /var/lib/rxfleet/#--db '"$tmp"'/#; s#/etc/rxfleet/tls/#'"$tmp"'/tls/#g' <<< "$opts")"
 
 # The output file exists before the background job opens it: the wait loop reads it at once.
 : > "$tmp/out"

@@ -209,6 +209,7 @@ class ExperimentEmulatedTest : public ::testing::Test {
         "--standalone",
         "--server",
         absl::StrCat("127.0.0.1:", port_),
+        "--insecure",
         "--status-socket",
         "none",
         "--reconcile-period",

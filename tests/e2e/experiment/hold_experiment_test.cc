@@ -90,7 +90,7 @@ class HoldExperimentTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(
-        {BinaryPath("server/rxfleet-server"), "--listen", "127.0.0.1:0", "--db",
+        {BinaryPath("server/rxfleet-server"), "--insecure", "--listen", "127.0.0.1:0", "--db",
          dir_.File("server.db"), "--http-listen", "none", "--push-debounce", "50ms"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -121,6 +121,7 @@ class HoldExperimentTest : public ::testing::Test {
                                "--standalone",
                                "--server",
                                address_,
+                               "--insecure",
                                "--host-id",
                                host.id,
                                "--label",

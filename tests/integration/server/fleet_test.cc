@@ -63,8 +63,8 @@ class ServerProcess {
     const std::string listen = absl::StrCat("127.0.0.1:", port_);
     for (int attempt = 0; attempt < 50; ++attempt) {  // the old port may linger for a moment
       absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
-          {BinaryPath("server/rxfleet-server"), "--listen", listen, "--db", db_, "--http-listen",
-           "none", "--push-debounce", "50ms", "--stale-after", "1m"});
+          {BinaryPath("server/rxfleet-server"), "--insecure", "--listen", listen, "--db", db_,
+           "--http-listen", "none", "--push-debounce", "50ms", "--stale-after", "1m"});
       if (!child.ok()) return false;
       absl::StatusOr<std::string> line =
           (*child)->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(20));
@@ -182,6 +182,7 @@ class AgentProcess {
                              "--standalone",
                              "--server",
                              server,
+                             "--insecure",
                              "--host-id",
                              host_id_,
                              "--label",
@@ -508,9 +509,15 @@ TEST(ServerBinaryTest, FlagsVersionAndExitCodes) {
   EXPECT_EQ(bad_duration.exit_code, 2);
   TempDir dir;
   ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir.File("not-a-dir"), "x").ok());
-  ProcessResult bad_db = RunProcess({server, "--listen", "127.0.0.1:0", "--http-listen", "none",
-                                     "--db", dir.File("not-a-dir/server.db")},
+  ProcessResult no_tls = RunProcess({server, "--listen", "127.0.0.1:0", "--http-listen", "none",
+                                     "--db", dir.File("server.db")},
                                     absl::Seconds(20));
+  EXPECT_EQ(no_tls.exit_code, 2);
+  EXPECT_THAT(no_tls.stderr_text, HasSubstr("--insecure"));
+  ProcessResult bad_db =
+      RunProcess({server, "--insecure", "--listen", "127.0.0.1:0", "--http-listen", "none",
+                  "--db", dir.File("not-a-dir/server.db")},
+                 absl::Seconds(20));
   EXPECT_EQ(bad_db.exit_code, 1);
   EXPECT_THAT(bad_db.stderr_text, HasSubstr("not-a-dir"));
 }

@@ -1,0 +1,158 @@
+#include "server/store/token_store.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/string_view_compat.h"
+
+namespace rxfleet::server {
+namespace {
+
+using common::ToAbslView;
+
+constexpr char kSchema[] = R"sql(
+  CREATE TABLE IF NOT EXISTS tokens (
+    name TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    hash BLOB NOT NULL UNIQUE,
+    create_time_us INTEGER NOT NULL,
+    created_by TEXT NOT NULL
+  ) WITHOUT ROWID;
+)sql";
+
+absl::Status FromSqlite(const SQLite::Exception& e, std::string_view what, std::string_view path) {
+  const std::string message =
+      absl::StrCat(ToAbslView(what), " (database ", ToAbslView(path), "): ", e.what());
+  switch (e.getErrorCode()) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(message);
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_NOTADB:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+TokenRecord ReadRecord(SQLite::Statement& row) {
+  TokenRecord record;
+  record.name = row.getColumn(0).getString();
+  absl::StatusOr<Role> role = ParseRole(row.getColumn(1).getString());
+  // An unknown role in the file (edited by hand) grants the least.
+  record.role = role.ok() ? *role : Role::kViewer;
+  record.create_time = absl::FromUnixMicros(row.getColumn(2).getInt64());
+  record.created_by = row.getColumn(3).getString();
+  return record;
+}
+
+}  // namespace
+
+TokenStore::~TokenStore() = default;
+
+absl::StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& path) {
+  std::unique_ptr<TokenStore> store(new TokenStore());
+  store->path_ = path;
+  absl::MutexLock lock(&store->mu_);
+  try {
+    store->db_ = std::make_unique<SQLite::Database>(
+        path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 5000);
+    store->db_->exec("PRAGMA journal_mode=WAL");
+    store->db_->exec("PRAGMA synchronous=FULL");
+    store->db_->exec(kSchema);
+  } catch (const SQLite::Exception& e) {
+    return FromSqlite(e, "cannot open the token table", path);
+  }
+  return store;
+}
+
+absl::StatusOr<CreatedToken> TokenStore::Create(std::string_view name, Role role,
+                                                std::string_view created_by, absl::Time now) {
+  if (absl::Status s = ValidateTokenName(name); !s.ok()) return s;
+  absl::StatusOr<std::string> token = GenerateToken();
+  if (!token.ok()) return token.status();
+  const std::string hash = HashToken(*token);
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Statement exists(*db_, "SELECT 1 FROM tokens WHERE name = ?");
+    exists.bind(1, std::string(name));
+    if (exists.executeStep()) {
+      return absl::AlreadyExistsError(absl::StrCat("name: a token named '", ToAbslView(name),
+                                                   "' exists; revoke it first to replace it"));
+    }
+    SQLite::Statement insert(*db_,
+                             "INSERT INTO tokens (name, role, hash, create_time_us, created_by) "
+                             "VALUES (?, ?, ?, ?, ?)");
+    insert.bind(1, std::string(name));
+    insert.bind(2, std::string(RoleName(role)));
+    insert.bind(3, hash.data(), static_cast<int>(hash.size()));
+    insert.bind(4, absl::ToUnixMicros(now));
+    insert.bind(5, std::string(created_by));
+    insert.exec();
+  } catch (const SQLite::Exception& e) {
+    return FromSqlite(e, "cannot store the token", path_);
+  }
+  CreatedToken created;
+  created.record = {std::string(name), role, now, std::string(created_by)};
+  created.token = *std::move(token);
+  return created;
+}
+
+absl::StatusOr<std::vector<TokenRecord>> TokenStore::List() {
+  absl::MutexLock lock(&mu_);
+  std::vector<TokenRecord> records;
+  try {
+    SQLite::Statement query(
+        *db_, "SELECT name, role, create_time_us, created_by FROM tokens ORDER BY name");
+    while (query.executeStep()) records.push_back(ReadRecord(query));
+  } catch (const SQLite::Exception& e) {
+    return FromSqlite(e, "cannot list tokens", path_);
+  }
+  return records;
+}
+
+absl::StatusOr<TokenRecord> TokenStore::Revoke(std::string_view name) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Transaction transaction(*db_);
+    SQLite::Statement query(
+        *db_, "SELECT name, role, create_time_us, created_by FROM tokens WHERE name = ?");
+    query.bind(1, std::string(name));
+    if (!query.executeStep()) {
+      return absl::NotFoundError(absl::StrCat("no token named '", ToAbslView(name), "'"));
+    }
+    TokenRecord record = ReadRecord(query);
+    query.reset();
+    SQLite::Statement remove(*db_, "DELETE FROM tokens WHERE name = ?");
+    remove.bind(1, std::string(name));
+    remove.exec();
+    transaction.commit();
+    return record;
+  } catch (const SQLite::Exception& e) {
+    return FromSqlite(e, "cannot revoke the token", path_);
+  }
+}
+
+absl::StatusOr<std::optional<TokenRecord>> TokenStore::Find(std::string_view token) {
+  const std::string hash = HashToken(token);
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Statement query(
+        *db_, "SELECT name, role, create_time_us, created_by, hash FROM tokens WHERE hash = ?");
+    query.bind(1, hash.data(), static_cast<int>(hash.size()));
+    if (!query.executeStep()) return std::optional<TokenRecord>();
+    const SQLite::Column stored = query.getColumn(4);
+    const std::string_view stored_hash(static_cast<const char*>(stored.getBlob()),
+                                       static_cast<size_t>(stored.getBytes()));
+    if (!HashesEqual(stored_hash, hash)) return std::optional<TokenRecord>();
+    return std::optional<TokenRecord>(ReadRecord(query));
+  } catch (const SQLite::Exception& e) {
+    return FromSqlite(e, "cannot look up the token", path_);
+  }
+}
+
+}  // namespace rxfleet::server

@@ -1,0 +1,376 @@
+// Security of rxfleet-server as real processes over TLS on loopback (docs/SECURITY.md): a
+// throwaway fleet CA from scripts/rxfleet-certs; agents speak AgentService with client
+// certificates (a raw gRPC stream here, so each refusal is observed exactly); operators use
+// rxfleetctl with bearer tokens made by `rxfleet-server tokens` and through the token API.
+
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "rxfleet/v1/agent_service.grpc.pb.h"
+#include "rxfleet/v1/fleet_service.grpc.pb.h"
+#include "tests/support/paths.h"
+#include "tests/support/process.h"
+
+namespace rxfleet {
+namespace {
+
+using ::rxfleet::testing::BinaryPath;
+using ::rxfleet::testing::ChildProcess;
+using ::rxfleet::testing::EmulatorPath;
+using ::rxfleet::testing::LabPath;
+using ::rxfleet::testing::ProcessResult;
+using ::rxfleet::testing::ReadTextFile;
+using ::rxfleet::testing::RunProcess;
+using ::rxfleet::testing::SourcePath;
+using ::rxfleet::testing::Stream;
+using ::rxfleet::testing::TempDir;
+using ::rxfleet::testing::WriteTextFile;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr absl::Duration kCall = absl::Seconds(30);
+
+std::string Read(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : std::string();
+}
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string certs = SourcePath("scripts/rxfleet-certs");
+    const std::string tls = dir_.File("tls");
+    for (std::vector<std::string> args : {std::vector<std::string>{"ca"},
+                                          {"server", "localhost", "--ip", "127.0.0.1"},
+                                          {"agent", "host-a"},
+                                          {"agent", "host-b"}}) {
+      std::vector<std::string> argv = {certs, "--dir", tls};
+      argv.insert(argv.end(), args.begin(), args.end());
+      ProcessResult r = RunProcess(argv, kCall);
+      ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    }
+    // A CA the server does not trust, with its own certificate for host-a.
+    for (std::vector<std::string> args : {std::vector<std::string>{"ca"}, {"agent", "host-a"}}) {
+      std::vector<std::string> argv = {certs, "--dir", dir_.File("rogue")};
+      argv.insert(argv.end(), args.begin(), args.end());
+      ProcessResult r = RunProcess(argv, kCall);
+      ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    }
+    db_ = dir_.File("fleet.db");
+    auto server =
+        ChildProcess::Start({BinaryPath("server/rxfleet-server"), "--listen", "127.0.0.1:0", "--db",
+                             db_, "--http-listen", "none", "--push-debounce", "0s", "--tls-cert",
+                             tls + "/server-localhost.crt", "--tls-key",
+                             tls + "/server-localhost.key", "--tls-client-ca", tls + "/ca.crt"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto line = server_->WaitForLineContaining(Stream::kStderr, "(port ", kCall);
+    ASSERT_TRUE(line.ok()) << line.status();
+    EXPECT_THAT(*line, HasSubstr("TLS"));
+    const size_t at = line->find("(port ") + 6;
+    address_ = absl::StrCat("127.0.0.1:",
+                            line->substr(at, line->find_first_not_of("0123456789", at) - at));
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Terminate(absl::Seconds(10));
+  }
+
+  std::string Tls(const std::string& name) const { return dir_.File("tls/" + name); }
+
+  // `rxfleet-server tokens ...` on the running server's database.
+  ProcessResult Tokens(std::vector<std::string> args) {
+    std::vector<std::string> argv = {BinaryPath("server/rxfleet-server"), "tokens"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--db", db_});
+    return RunProcess(argv, kCall);
+  }
+
+  std::string NewToken(const std::string& name, const std::string& role) {
+    ProcessResult r = Tokens({"create", name, "--role", role});
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    std::string token = r.stdout_text;
+    while (!token.empty() && token.back() == '\n') token.pop_back();
+    EXPECT_THAT(token, ::testing::StartsWith("rxf_"));
+    return token;
+  }
+
+  // rxfleetctl over TLS (verifying the server with the fleet CA) with `token` (none if empty).
+  ProcessResult Ctl(const std::string& token, std::vector<std::string> args) {
+    std::vector<std::string> argv = {BinaryPath("cli/rxfleetctl"), "--server", address_,
+                                     "--ca-file", Tls("ca.crt")};
+    if (!token.empty()) argv.insert(argv.end(), {"--token", token});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, kCall, {"HOME=" + dir_.path().string()});
+  }
+
+  std::string PolicyFile() {
+    const std::string path = dir_.File("policy.yaml");
+    EXPECT_TRUE(WriteTextFile(
+                    path, Read(SourcePath("tests/fixtures/cli/policies/integration-pi1-hold.yaml")))
+                    .ok());
+    return path;
+  }
+
+  // A TLS channel to the server, with the client certificate `agent` ("" = none) of CA `ca_dir`.
+  std::shared_ptr<grpc::Channel> Channel(const std::string& agent,
+                                         const std::string& ca_dir = "tls") {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = Read(Tls("ca.crt"));
+    if (!agent.empty()) {
+      ssl.pem_cert_chain = Read(dir_.File(ca_dir + "/agent-" + agent + ".crt"));
+      ssl.pem_private_key = Read(dir_.File(ca_dir + "/agent-" + agent + ".key"));
+    }
+    return grpc::CreateChannel(address_, grpc::SslCredentials(ssl));
+  }
+
+  // Opens AgentService.Connect, sends a Hello for `host_id` and returns the stream's end status
+  // (or OK with *config_received if the server answered with its ServerConfig).
+  grpc::Status Hello(const std::shared_ptr<grpc::Channel>& channel, const std::string& host_id,
+                     bool* config_received) {
+    *config_received = false;
+    auto stub = v1::AgentService::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kCall));
+    auto stream = stub->Connect(&context);
+    v1::AgentMessage hello;
+    hello.mutable_hello()->set_host_id(host_id);
+    hello.mutable_hello()->set_agent_version("0.1.0");
+    stream->Write(hello);
+    v1::ServerMessage reply;
+    if (stream->Read(&reply)) {
+      *config_received = reply.has_config();
+      context.TryCancel();
+    }
+    stream->WritesDone();
+    return stream->Finish();
+  }
+
+  // rxfleet-agent under the emulator (lab "demo"), linked to the server over TLS with the
+  // certificate of `cert_host`, saying Hello as `host_id`.
+  std::unique_ptr<ChildProcess> StartAgent(const std::string& host_id,
+                                           const std::string& cert_host) {
+    const std::string dir = dir_.File("agent-" + host_id);
+    std::filesystem::create_directories(dir + "/tmp");
+    auto child = ChildProcess::Start({EmulatorPath(),
+                                      "--lab",
+                                      LabPath("demo"),
+                                      "--state-out",
+                                      dir + "/state.json",
+                                      "--timeout",
+                                      "300",
+                                      "--",
+                                      BinaryPath("agent/rxfleet-agent"),
+                                      "--standalone",
+                                      "--server",
+                                      address_,
+                                      "--tls-ca",
+                                      Tls("ca.crt"),
+                                      "--tls-cert",
+                                      Tls("agent-" + cert_host + ".crt"),
+                                      "--tls-key",
+                                      Tls("agent-" + cert_host + ".key"),
+                                      "--host-id",
+                                      host_id,
+                                      "--state-dir",
+                                      dir + "/state",
+                                      "--status-socket",
+                                      "none",
+                                      "--metrics-address",
+                                      "none"},
+                                     {"TMPDIR=" + dir + "/tmp"});
+    EXPECT_TRUE(child.ok()) << child.status();
+    return child.ok() ? *std::move(child) : nullptr;
+  }
+
+  TempDir dir_{"rxfleet-security"};
+  std::string db_;
+  std::string address_;
+  std::unique_ptr<ChildProcess> server_;
+};
+
+TEST_F(SecurityTest, AgentWithoutClientCertificateCannotConnect) {
+  bool config = false;
+  grpc::Status status = Hello(Channel(""), "host-a", &config);
+  EXPECT_FALSE(config);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("client certificate"));
+
+  // A certificate from another CA fails the TLS handshake.
+  status = Hello(Channel("host-a", "rogue"), "host-a", &config);
+  EXPECT_FALSE(config);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.error_code(), grpc::StatusCode::CANCELLED);
+
+  // Plaintext is not served at all.
+  auto plain =
+      v1::AgentService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  auto stream = plain->Connect(&context);
+  v1::ServerMessage reply;
+  EXPECT_FALSE(stream->Read(&reply));
+  EXPECT_FALSE(stream->Finish().ok());
+}
+
+TEST_F(SecurityTest, HelloMustMatchTheCertificateHost) {
+  bool config = false;
+  grpc::Status status = Hello(Channel("host-a"), "host-b", &config);
+  EXPECT_FALSE(config);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("host-b"));
+  auto logged =
+      server_->WaitForLineContaining(Stream::kStderr, "Hello claims host_id 'host-b'", kCall);
+  EXPECT_TRUE(logged.ok()) << logged.status();
+
+  // The certificate's own host is served.
+  Hello(Channel("host-a"), "host-a", &config);
+  EXPECT_TRUE(config);
+  // The refused Hello left no host-b behind.
+  const std::string admin = NewToken("root", "admin");
+  ProcessResult hosts = Ctl(admin, {"get", "hosts", "-o", "name"});
+  EXPECT_EQ(hosts.exit_code, 0) << hosts.stderr_text;
+  EXPECT_THAT(hosts.stdout_text, HasSubstr("host-a"));
+  EXPECT_THAT(hosts.stdout_text, Not(HasSubstr("host-b")));
+}
+
+TEST_F(SecurityTest, RolesTokensAndAudit) {
+  const std::string viewer = NewToken("watcher", "viewer");
+  const std::string ops = NewToken("ops", "operator");
+  const std::string admin = NewToken("root", "admin");
+  const std::string policy = PolicyFile();
+
+  // No token: refused.
+  ProcessResult anonymous = Ctl("", {"get", "policies"});
+  EXPECT_NE(anonymous.exit_code, 0);
+  EXPECT_THAT(anonymous.stderr_text, HasSubstr("bearer token"));
+  // A made-up token: refused.
+  ProcessResult forged = Ctl("rxf_forged", {"get", "policies"});
+  EXPECT_NE(forged.exit_code, 0);
+  EXPECT_THAT(forged.stderr_text, HasSubstr("not valid"));
+
+  // A viewer can read but not apply; nothing is stored.
+  ProcessResult read = Ctl(viewer, {"get", "policies"});
+  EXPECT_EQ(read.exit_code, 0) << read.stderr_text;
+  ProcessResult denied = Ctl(viewer, {"apply", "-f", policy});
+  EXPECT_NE(denied.exit_code, 0);
+  EXPECT_THAT(denied.stderr_text, HasSubstr("needs role operator"));
+  ProcessResult none = Ctl(viewer, {"get", "policies", "-o", "json"});
+  ASSERT_EQ(none.exit_code, 0) << none.stderr_text;
+  EXPECT_THAT(none.stdout_text, Not(HasSubstr("pi1-hold")));
+  auto denial = server_->WaitForLineContaining(Stream::kStderr, "denied ApplyPolicy", kCall);
+  EXPECT_TRUE(denial.ok()) << denial.status();
+
+  // An operator applies and deletes.
+  ProcessResult applied = Ctl(ops, {"apply", "-f", policy});
+  EXPECT_EQ(applied.exit_code, 0) << applied.stderr_text;
+  ProcessResult stored = Ctl(viewer, {"get", "policies", "-o", "name"});
+  EXPECT_THAT(stored.stdout_text, HasSubstr("pi1-hold"));
+  ProcessResult deleted = Ctl(ops, {"delete", "policy", "pi1-hold"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.stderr_text;
+
+  // Token administration needs admin; an admin creates and revokes through the API.
+  auto fleet = v1::FleetService::NewStub(Channel(""));
+  auto call = [](const std::string& token) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->AddMetadata("authorization", "Bearer " + token);
+    context->set_deadline(absl::ToChronoTime(absl::Now() + kCall));
+    return context;
+  };
+  v1::ListTokensResponse listed;
+  grpc::Status by_ops = fleet->ListTokens(call(ops).get(), {}, &listed);
+  EXPECT_EQ(by_ops.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(by_ops.error_message(), HasSubstr("needs role admin"));
+  v1::CreateTokenRequest create;
+  create.set_name("ci");
+  create.set_role("viewer");
+  v1::CreateTokenResponse created;
+  grpc::Status made = fleet->CreateToken(call(admin).get(), create, &created);
+  ASSERT_TRUE(made.ok()) << made.error_message();
+  EXPECT_EQ(created.info().created_by(), "token:root");
+  ProcessResult with_new = Ctl(created.token(), {"get", "hosts"});
+  EXPECT_EQ(with_new.exit_code, 0) << with_new.stderr_text;
+  grpc::Status all = fleet->ListTokens(call(admin).get(), {}, &listed);
+  ASSERT_TRUE(all.ok()) << all.error_message();
+  EXPECT_EQ(listed.tokens_size(), 4);
+  for (const v1::TokenInfo& info : listed.tokens()) {
+    EXPECT_THAT(info.DebugString(), Not(HasSubstr("rxf_")));
+  }
+  v1::RevokeTokenRequest revoke;
+  revoke.set_name("ci");
+  v1::RevokeTokenResponse revoked;
+  ASSERT_TRUE(fleet->RevokeToken(call(admin).get(), revoke, &revoked).ok());
+  ProcessResult after_api_revoke = Ctl(created.token(), {"get", "hosts"});
+  EXPECT_NE(after_api_revoke.exit_code, 0);
+
+  // A token revoked with `rxfleet-server tokens revoke` while the server runs stops at once.
+  ProcessResult listed_cli = Tokens({"list"});
+  EXPECT_THAT(listed_cli.stdout_text, HasSubstr("ops\toperator"));
+  ProcessResult gone = Tokens({"revoke", "ops"});
+  EXPECT_EQ(gone.exit_code, 0) << gone.stderr_text;
+  ProcessResult after_revoke = Ctl(ops, {"apply", "-f", policy});
+  EXPECT_NE(after_revoke.exit_code, 0);
+  EXPECT_THAT(after_revoke.stderr_text, HasSubstr("not valid"));
+
+  // Every change has an audit entry naming its token.
+  ProcessResult audit = Ctl(viewer, {"get", "events", "--audit", "-o", "json"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.stderr_text;
+  const nlohmann::json events = nlohmann::json::parse(audit.stdout_text)["events"];
+  std::vector<std::string> seen;
+  for (const auto& event : events) {
+    const auto& record = event["audit"];
+    if (record.value("resultCode", "") != "OK") continue;
+    seen.push_back(absl::StrCat(record.value("action", ""), " by ", record.value("actor", "")));
+  }
+  EXPECT_THAT(seen,
+              ::testing::IsSupersetOf({"ApplyPolicy by token:ops", "DeletePolicy by token:ops",
+                                       "CreateToken by token:root", "RevokeToken by token:root"}));
+  ProcessResult table = Ctl(viewer, {"get", "events", "--audit"});
+  EXPECT_EQ(table.exit_code, 0) << table.stderr_text;
+  EXPECT_THAT(table.stdout_text, HasSubstr("token:ops"));
+}
+
+// The real agent links over TLS with its own certificate; with another host's certificate it
+// is refused and never registers.
+TEST_F(SecurityTest, AgentProcessesLinkWithTheirOwnCertificateOnly) {
+  std::unique_ptr<ChildProcess> good = StartAgent("host-a", "host-a");
+  std::unique_ptr<ChildProcess> impostor = StartAgent("host-c", "host-b");
+  ASSERT_NE(good, nullptr);
+  ASSERT_NE(impostor, nullptr);
+  auto denied = server_->WaitForLineContaining(
+      Stream::kStderr, "Hello claims host_id 'host-c' but the client certificate is for 'host-b'",
+      absl::Seconds(120));
+  EXPECT_TRUE(denied.ok()) << denied.status();
+  const std::string viewer = NewToken("watcher", "viewer");
+  // Poll the API until host-a is connected (deadline 120 s).
+  ProcessResult hosts;
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  bool host_a_connected = false;
+  while (!host_a_connected && absl::Now() < deadline) {
+    hosts = Ctl(viewer, {"get", "hosts", "host-a", "-o", "json"});
+    const nlohmann::json host = nlohmann::json::parse(hosts.stdout_text, nullptr, false);
+    host_a_connected = hosts.exit_code == 0 && host.is_object() && host.contains("status") &&
+                       host["status"].is_object() && host["status"].value("connected", false);
+    if (!host_a_connected) absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_TRUE(host_a_connected) << hosts.stdout_text << hosts.stderr_text;
+  hosts = Ctl(viewer, {"get", "hosts", "-o", "json"});
+  ASSERT_EQ(hosts.exit_code, 0) << hosts.stderr_text;
+  EXPECT_THAT(hosts.stdout_text, HasSubstr("host-a"));
+  EXPECT_THAT(hosts.stdout_text, Not(HasSubstr("host-c")));
+  good->Terminate(absl::Seconds(15));
+  impostor->Terminate(absl::Seconds(15));
+}
+
+}  // namespace
+}  // namespace rxfleet
