@@ -7,11 +7,16 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/string_view_compat.h"
 #include "server/api/status.h"
 #include "server/experiments/controller.h"
 
 namespace rxfleet::server {
-namespace {}  // namespace
+namespace {
+
+using common::ToAbslView;
+
+}  // namespace
 
 // One WatchEvents call. Events arrive from the event log (under its lock) and are queued here;
 // one write is in flight at a time. Lifetime: deleted in OnDone, after unregistering from the
@@ -155,12 +160,40 @@ template <typename Response, typename Fn>
 grpc::ServerUnaryReactor* FleetServiceImpl::RunExperiment(grpc::CallbackServerContext* context,
                                                           std::string_view method,
                                                           Response* response, Fn fn) {
-  return Run(context, method, response, [this, fn]() -> absl::StatusOr<Response> {
-    if (experiments_ == nullptr) {
-      return absl::UnimplementedError("experiments are not enabled in this server");
-    }
-    return fn(*experiments_);
-  });
+  return Run(context, method, response,
+             [this, fn](const Caller& caller) -> absl::StatusOr<Response> {
+               if (experiments_ == nullptr) {
+                 return absl::UnimplementedError("experiments are not enabled in this server");
+               }
+               if constexpr (std::is_invocable_v<Fn&, ExperimentController&, const Caller&>) {
+                 return fn(*experiments_, caller);
+               } else {
+                 return fn(*experiments_);
+               }
+             });
+}
+
+void FleetServiceImpl::AuditExperiment(const Caller& caller, std::string_view action,
+                                       std::string_view name, std::string_view detail,
+                                       std::string_view old_version, std::string_view new_version,
+                                       bool dry_run, const absl::Status& result) {
+  v1::Event event;
+  event.set_type(result.ok() ? v1::EVENT_TYPE_NORMAL : v1::EVENT_TYPE_WARNING);
+  event.set_reason(std::string(action));
+  event.set_message(absl::StrCat(ToAbslView(action), " experiment ", ToAbslView(name),
+                                 ToAbslView(detail), dry_run ? " (dry run)" : "", ": ",
+                                 absl::StatusCodeToString(result.code()),
+                                 result.ok() ? "" : absl::StrCat(" ", result.message())));
+  event.mutable_involved_object()->set_kind("Experiment");
+  event.mutable_involved_object()->set_name(std::string(name));
+  v1::AuditRecord* audit = event.mutable_audit();
+  audit->set_actor(caller.actor);
+  audit->set_action(std::string(action));
+  audit->set_old_resource_version(std::string(old_version));
+  audit->set_new_resource_version(std::string(new_version));
+  audit->set_dry_run(dry_run);
+  audit->set_result_code(absl::StatusCodeToString(result.code()));
+  events_->Record(std::move(event), absl::Now());
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListHosts(grpc::CallbackServerContext* context,
@@ -224,9 +257,16 @@ grpc::ServerUnaryReactor* FleetServiceImpl::ExplainAdapter(grpc::CallbackServerC
 grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(
     grpc::CallbackServerContext* context, const v1::CreateExperimentRequest* request,
     v1::CreateExperimentResponse* response) {
-  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
-    return experiments.CreateExperiment(*request);
-  });
+  return RunExperiment(
+      context, __func__, response,
+      [this, request](ExperimentController& experiments, const Caller& caller) {
+        absl::StatusOr<v1::CreateExperimentResponse> created =
+            experiments.CreateExperiment(*request);
+        AuditExperiment(caller, "CreateExperiment", request->experiment().metadata().name(), "", "",
+                        created.ok() ? created->experiment().metadata().resource_version() : "",
+                        request->dry_run(), created.status());
+        return created;
+      });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(
@@ -248,9 +288,15 @@ grpc::ServerUnaryReactor* FleetServiceImpl::GetExperiment(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerContext* context,
                                                            const v1::StopExperimentRequest* request,
                                                            v1::Experiment* response) {
-  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
-    return experiments.StopExperiment(*request);
-  });
+  return RunExperiment(
+      context, __func__, response,
+      [this, request](ExperimentController& experiments, const Caller& caller) {
+        absl::StatusOr<v1::Experiment> stopped = experiments.StopExperiment(*request);
+        AuditExperiment(caller, "StopExperiment", request->name(), "", request->resource_version(),
+                        stopped.ok() ? stopped->metadata().resource_version() : "", false,
+                        stopped.status());
+        return stopped;
+      });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(
@@ -264,9 +310,19 @@ grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(
 grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
     grpc::CallbackServerContext* context, const v1::PromoteExperimentRequest* request,
     v1::PromoteExperimentResponse* response) {
-  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
-    return experiments.PromoteExperiment(*request);
-  });
+  return RunExperiment(
+      context, __func__, response,
+      [this, request](ExperimentController& experiments, const Caller& caller) {
+        absl::StatusOr<v1::PromoteExperimentResponse> promoted =
+            experiments.PromoteExperiment(*request);
+        const std::string detail = absl::StrCat(
+            " arm ", request->arm(),
+            promoted.ok() ? absl::StrCat(" as policy ", promoted->policy().metadata().name()) : "");
+        AuditExperiment(caller, "PromoteExperiment", request->name(), detail, "",
+                        promoted.ok() ? promoted->policy().metadata().resource_version() : "",
+                        request->dry_run(), promoted.status());
+        return promoted;
+      });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListEvents(grpc::CallbackServerContext* context,

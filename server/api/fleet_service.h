@@ -119,7 +119,13 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
   /// Records an audit event for a change to a token.
   void AuditToken(const Caller& caller, std::string_view action, std::string_view name,
                   const absl::Status& result);
-  /// Run() of `fn(controller)`, or UNIMPLEMENTED without a controller (after authorization).
+  /// Records an audit event for a change to an experiment (create, stop, promote), with the
+  /// resource versions before and after and the result.
+  void AuditExperiment(const Caller& caller, std::string_view action, std::string_view name,
+                       std::string_view detail, std::string_view old_version,
+                       std::string_view new_version, bool dry_run, const absl::Status& result);
+  /// Run() of `fn(controller)` or `fn(controller, caller)`, or UNIMPLEMENTED without a
+  /// controller (after authorization).
   template <typename Response, typename Fn>
   grpc::ServerUnaryReactor* RunExperiment(grpc::CallbackServerContext* context,
                                           std::string_view method, Response* response, Fn fn);

@@ -122,6 +122,24 @@ class SecurityTest : public ::testing::Test {
     return path;
   }
 
+  // A small experiment document (no adapter needs to match for it to run).
+  std::string ExperimentFile() {
+    const std::string path = dir_.File("experiment.yaml");
+    EXPECT_TRUE(WriteTextFile(path, R"(apiVersion: rxfleet/v1
+kind: Experiment
+metadata: {name: audit-hold}
+spec:
+  arms:
+    - {name: control, settings: {hold: 1024us}}
+    - {name: short, settings: {hold: 32us}}
+  design: parallel
+  duration: 1h
+  primaryMetric: rx_throughput_bps
+)")
+                    .ok());
+    return path;
+  }
+
   // A TLS channel to the server, with the client certificate `agent` ("" = none) of CA `ca_dir`.
   std::shared_ptr<grpc::Channel> Channel(const std::string& agent,
                                          const std::string& ca_dir = "tls") {
@@ -279,6 +297,16 @@ TEST_F(SecurityTest, RolesTokensAndAudit) {
   ProcessResult deleted = Ctl(ops, {"delete", "policy", "pi1-hold"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.stderr_text;
 
+  // Experiments: a viewer may not start one, an operator starts and stops it.
+  const std::string experiment = ExperimentFile();
+  ProcessResult not_started = Ctl(viewer, {"experiment", "create", "-f", experiment});
+  EXPECT_NE(not_started.exit_code, 0);
+  EXPECT_THAT(not_started.stderr_text, HasSubstr("needs role operator"));
+  ProcessResult started = Ctl(ops, {"experiment", "create", "-f", experiment});
+  EXPECT_EQ(started.exit_code, 0) << started.stderr_text;
+  ProcessResult stopped = Ctl(ops, {"experiment", "stop", "audit-hold"});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.stderr_text;
+
   // Token administration needs admin; an admin creates and revokes through the API.
   auto fleet = v1::FleetService::NewStub(Channel(""));
   auto call = [](const std::string& token) {
@@ -332,9 +360,10 @@ TEST_F(SecurityTest, RolesTokensAndAudit) {
     if (record.value("resultCode", "") != "OK") continue;
     seen.push_back(absl::StrCat(record.value("action", ""), " by ", record.value("actor", "")));
   }
-  EXPECT_THAT(seen,
-              ::testing::IsSupersetOf({"ApplyPolicy by token:ops", "DeletePolicy by token:ops",
-                                       "CreateToken by token:root", "RevokeToken by token:root"}));
+  EXPECT_THAT(
+      seen, ::testing::IsSupersetOf({"ApplyPolicy by token:ops", "DeletePolicy by token:ops",
+                                     "CreateExperiment by token:ops", "StopExperiment by token:ops",
+                                     "CreateToken by token:root", "RevokeToken by token:root"}));
   ProcessResult table = Ctl(viewer, {"get", "events", "--audit"});
   EXPECT_EQ(table.exit_code, 0) << table.stderr_text;
   EXPECT_THAT(table.stdout_text, HasSubstr("token:ops"));
