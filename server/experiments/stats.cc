@@ -69,9 +69,12 @@ std::optional<RelativeEstimate> Relative(double d, double c, double var_d, doubl
   if (c == 0) return std::nullopt;
   const double variance =
       var_d / (c * c) + d * d * var_c / (c * c * c * c) - 2 * d * cov_dc / (c * c * c);
+  // No spread left around the ratio (e.g. two pairs, one of them all zeros, fit d = r c
+  // exactly): the data say nothing about its uncertainty, so there is no interval to give.
+  if (!(variance > 0)) return std::nullopt;
   RelativeEstimate r;
   r.value = d / c;
-  r.std_error = std::sqrt(std::max(0.0, variance));
+  r.std_error = std::sqrt(variance);
   const double crit = StudentQuantile(df, 1 - (1 - level) / 2);
   r.ci = {r.value - crit * r.std_error, r.value + crit * r.std_error};
   return r;

@@ -99,7 +99,9 @@ struct DifferenceEstimate {
   double t = 0;          ///< diff / std_error
   Interval ci;           ///< diff +- t(1 - (1 - level) / 2, df) * std_error
   double p_value = 1;    ///< two-sided, 2 * P(T_df > |t|), in [0, 1]
-  /// Absent when the control mean is 0 (a relative change is undefined).
+  /// Absent when the control mean is 0 (a relative change is undefined) or when the delta
+  /// method leaves no variance (the units fit diff = r * control exactly, e.g. two pairs one
+  /// of which is all zeros), where a zero-width interval would be false precision.
   std::optional<RelativeEstimate> relative;
   AlwaysValidEstimate always_valid;
 };

@@ -147,6 +147,17 @@ TEST(PairedTTestTest, ByHand) {
   EXPECT_NEAR(p->ci.high - p->diff, 4.302652729749464 / std::sqrt(3.0), 1e-9);
 }
 
+TEST(PairedTTestTest, NoRelativeIntervalWhenTheRatioFitsExactly) {
+  // The demo's drop ratios: one pair shows 3.8 % -> 85.7 %, the other 0 -> 0. The absolute
+  // difference has a (wide) interval; the ratio d / c fits both pairs exactly, so the delta
+  // method has no variance and must not claim a zero-width relative interval.
+  absl::StatusOr<DifferenceEstimate> p =
+      PairedTTest(std::vector<double>{0.857, 0.0}, std::vector<double>{0.038, 0.0});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_GT(p->ci.high - p->ci.low, 0);
+  EXPECT_FALSE(p->relative.has_value());
+}
+
 TEST(PairedTTestTest, Errors) {
   EXPECT_EQ(PairedTTest(std::vector<double>{1, 2}, std::vector<double>{1}).status().code(),
             absl::StatusCode::kInvalidArgument);
