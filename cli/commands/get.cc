@@ -27,7 +27,6 @@ namespace rxfleet::cli {
 namespace {
 
 // `get events` shows at most this many of the newest events.
-constexpr size_t kGetEventCount = 500;
 
 struct KindInfo {
   ResourceKind kind;
@@ -55,7 +54,7 @@ constexpr KindInfo kKinds[] = {
     {ResourceKind::kExperiment, "experiments", "experiment", "Experiment name (omit to list)",
      "List experiments (phase, arms, progress) or show one",
      "  rxfleetctl get experiments -o wide\n  rxfleetctl get experiment hold-ab -o yaml"},
-    {ResourceKind::kEvent, "events", "event", "", "List recent fleet events (newest 500)",
+    {ResourceKind::kEvent, "events", "event", "", "List recent fleet events (newest 500, or --limit)",
      "  rxfleetctl get events\n  rxfleetctl get events --host pi1 --type warning\n"
      "  rxfleetctl get events --kind adapter --name port-2-2 -o json"},
 };
@@ -279,7 +278,7 @@ absl::Status GetEvents(const GetOptions& options, OutputFormat format, FleetClie
                                    options.event_type);
   if (!filter.ok()) return filter.status();
   filter->set_audit(options.event_audit);
-  auto events = ListRecentEvents(client, *filter, kGetEventCount);
+  auto events = ListRecentEvents(client, *filter, options.event_limit);
   if (!events.ok()) return events.status();
   v1::ListEventsResponse list;
   for (const auto& event : *events) *list.add_events() = event;
@@ -338,6 +337,8 @@ void AddGetCommand(CLI::App& root, SelectedCommand* selected) {
                             "e.g. board=pi1,arch!=armv6l");
     } else {
       sub->add_option("--host", options->event_host, "Only events of this host");
+      sub->add_option("--limit", options->event_limit, "Newest events to show (default 500)")
+          ->check(CLI::Range(size_t{1}, size_t{10000}));
       sub->add_option("--kind", options->event_kind, "Only events about this kind of object")
           ->check(CLI::IsMember({"host", "adapter", "policy", "experiment"}, CLI::ignore_case));
       sub->add_option("--name", options->event_name, "Only events about objects with this name");

@@ -34,6 +34,8 @@ struct GetOptions {
   /// Events only: --host, --kind (host|adapter|policy|experiment), --name, --type
   /// (normal|warning) filters, as for `watch`.
   std::string event_host;
+  /// Newest events to show (`--limit`), 1..10000.
+  size_t event_limit = 500;
   std::string event_kind;
   std::string event_name;
   std::string event_type;

@@ -43,7 +43,7 @@ _rxfleetctl_words() {
     "get adapters") echo "-h --help -l --selector --field-selector --include-gone -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "get policies") echo "-h --help -l --selector -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "get experiments") echo "-h --help -l --selector -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
-    "get events") echo "-h --help --host --kind --name --type --audit -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
+    "get events") echo "-h --help --host --limit --kind --name --type --audit -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "describe") echo "host hosts adapter adapters policy policies experiment experiments -h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "describe host") echo "-h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "describe adapter") echo "-h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
@@ -128,6 +128,7 @@ _rxfleetctl_value() {
     "get experiments|--config") echo "file" ;;
     "get experiments|--local-socket") echo "file" ;;
     "get events|--host") echo "any" ;;
+    "get events|--limit") echo "any" ;;
     "get events|--kind") echo "choice host adapter policy experiment" ;;
     "get events|--name") echo "any" ;;
     "get events|--type") echo "choice normal warning" ;;
