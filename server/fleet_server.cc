@@ -1,5 +1,11 @@
 #include "server/fleet_server.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -93,6 +99,24 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   std::unique_ptr<FleetServer> server(new FleetServer());
   server->options_ = options;
   FleetServer& s = *server;
+
+  // One server per database: two would each keep their own bundle versions and registry and
+  // overwrite each other's writes. `rxfleet-server tokens` does not take this lock.
+  const std::string lock_path = options.db_path + ".lock";
+  s.db_lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (s.db_lock_fd_ < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open the database lock ", lock_path, ": ", std::strerror(errno)));
+  }
+  if (::flock(s.db_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    return error == EWOULDBLOCK
+               ? absl::FailedPreconditionError(absl::StrCat(
+                     "database ", options.db_path,
+                     " is in use by another rxfleet-server (it holds ", lock_path, ")"))
+               : absl::FailedPreconditionError(
+                     absl::StrCat("cannot lock ", lock_path, ": ", std::strerror(error)));
+  }
 
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({options.db_path});
   if (!store.ok()) return store.status();
@@ -216,7 +240,10 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   return server;
 }
 
-FleetServer::~FleetServer() { Shutdown(absl::Seconds(5)); }
+FleetServer::~FleetServer() {
+  Shutdown(absl::Seconds(5));
+  if (db_lock_fd_ >= 0) ::close(db_lock_fd_);
+}
 
 int FleetServer::http_port() const { return http_ != nullptr ? http_->port() : 0; }
 

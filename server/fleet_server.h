@@ -92,7 +92,9 @@ struct FleetServerOptions {
 class FleetServer {
  public:
   /// Opens the database, loads the state and starts serving. Errors: InvalidArgument for bad
-  /// options, the store's errors (see Store::Open), Unavailable if a port cannot be bound.
+  /// options, the store's errors (see Store::Open), FailedPrecondition if another
+  /// rxfleet-server holds the database (its `<db_path>.lock`), Unavailable if a port cannot be
+  /// bound.
   static absl::StatusOr<std::unique_ptr<FleetServer>> Start(const FleetServerOptions& options);
 
   /// Shutdown(absl::Seconds(5)) if not done yet.
@@ -118,6 +120,9 @@ class FleetServer {
 
   FleetServerOptions options_;
   int grpc_port_ = 0;
+  /// flock(2)ed `<db_path>.lock` for the server's lifetime, so a second server cannot share
+  /// the database (-1 when not held).
+  int db_lock_fd_ = -1;
 
   // Construction order = dependency order; destroyed in reverse.
   std::unique_ptr<Store> store_;

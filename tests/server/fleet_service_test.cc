@@ -74,6 +74,20 @@ class FleetServiceTest : public ::testing::Test {
   std::unique_ptr<TestAgent> h1_, h2_;
 };
 
+TEST_F(FleetServiceTest, ASecondServerCannotShareTheDatabase) {
+  // Found by running two servers on one file: both started, each with its own bundle versions.
+  FleetServerOptions options = server_->options();
+  options.listen = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<FleetServer>> second = FleetServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use by another rxfleet-server"));
+  // Once the first has stopped, the database is free again.
+  server_->Stop();
+  second = FleetServer::Start(options);
+  EXPECT_TRUE(second.ok()) << second.status();
+}
+
 TEST_F(FleetServiceTest, InvalidPoliciesAreRejectedWithTheField) {
   absl::StatusOr<v1::ApplyPolicyResponse> bad = server_->ApplyHold("too-long", 9000);
   ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
