@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -42,6 +43,14 @@ CLI::Validator DurationValidator() {
 // the local administrator (works while the server runs; the server reads tokens per call).
 int RunTokens(CLI::App& tokens, const std::string& db_path, const std::string& name,
               const std::string& role_name) {
+  // Only `create` may start a new database (setting tokens up before the first server start);
+  // listing or revoking on a mistyped path must not look like "no tokens".
+  std::error_code exists_error;
+  if (!tokens.got_subcommand("create") && !std::filesystem::exists(db_path, exists_error)) {
+    std::cerr << "rxfleet-server tokens: no database at " << db_path
+              << " (check --db; `tokens create` creates one)\n";
+    return kExitRuntime;
+  }
   absl::StatusOr<std::unique_ptr<rxfleet::server::Store>> store =
       rxfleet::server::Store::Open({db_path});
   if (!store.ok()) {

@@ -369,6 +369,21 @@ TEST_F(SecurityTest, RolesTokensAndAudit) {
   EXPECT_THAT(table.stdout_text, HasSubstr("token:ops"));
 }
 
+// Listing or revoking tokens on a mistyped --db path fails instead of creating an empty
+// database that looks like "no tokens".
+TEST_F(SecurityTest, TokensOnAMissingDatabaseFail) {
+  const std::string missing = dir_.File("typo/server.db");
+  for (const std::string verb : {"list", "revoke"}) {
+    std::vector<std::string> argv = {BinaryPath("server/rxfleet-server"), "tokens", verb};
+    if (verb == "revoke") argv.push_back("ops");
+    argv.insert(argv.end(), {"--db", missing});
+    ProcessResult r = RunProcess(argv, kCall);
+    EXPECT_EQ(r.exit_code, 1) << verb;
+    EXPECT_THAT(r.stderr_text, HasSubstr("no database at " + missing)) << verb;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("typo")));
+}
+
 // The real agent links over TLS with its own certificate; with another host's certificate it
 // is refused and never registers.
 TEST_F(SecurityTest, AgentProcessesLinkWithTheirOwnCertificateOnly) {
