@@ -292,7 +292,9 @@ grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerC
       context, __func__, response,
       [this, request](ExperimentController& experiments, const Caller& caller) {
         absl::StatusOr<v1::Experiment> stopped = experiments.StopExperiment(*request);
-        AuditExperiment(caller, "StopExperiment", request->name(), "", request->resource_version(),
+        AuditExperiment(caller, "StopExperiment", request->name(),
+                        request->reason().empty() ? "" : absl::StrCat(" (", request->reason(), ")"),
+                        request->resource_version(),
                         stopped.ok() ? stopped->metadata().resource_version() : "", false,
                         stopped.status());
         return stopped;
