@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "cli/client/grpc_clients.h"
 #include "cli/commands/apply.h"
+#include "cli/commands/command.h"
 #include "cli/commands/completion.h"
 #include "cli/commands/delete.h"
 #include "cli/commands/describe.h"
@@ -47,7 +48,7 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
       kProgram);
   // Subcommands created below inherit fall-through, so global flags work after them too.
   app->fallthrough();
-  app->require_subcommand(1);
+  app->require_subcommand(0, 1);
   app->set_version_flag("--version", absl::StrCat(kProgram, " ", kVersion));
   app->footer(
       "Examples:\n  rxfleetctl get adapters -o wide\n  rxfleetctl apply -f policy.yaml\n"
@@ -99,6 +100,7 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
   AddWatchCommand(*app, selected);
   AddStatusCommand(*app, selected);
   AddCompletionCommand(*app, selected);
+  RejectUnknownCommands(*app);
   return app;
 }
 

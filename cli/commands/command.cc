@@ -10,6 +10,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/string_view_compat.h"
 
 namespace rxfleet::cli {
@@ -89,6 +90,25 @@ void RejectUnknownResourceTypes(CLI::App& verb, std::string_view valid_types) {
       throw CLI::ParseError(absl::StrCat("unexpected argument '", words->front(), "'"),
                             CLI::ExitCodes::ExtrasError);
     }
+  });
+}
+
+void RejectUnknownCommands(CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  const std::string valid = absl::StrJoin(names, ", ");
+  auto words = std::make_shared<std::vector<std::string>>();
+  app.add_option("COMMAND", *words, "Command")
+      ->expected(0, CLI::detail::expected_max_vector_size)
+      ->group("");  // listed under Subcommands already
+  app.callback([&app, words, valid] {
+    if (!app.get_subcommands().empty()) return;
+    if (words->empty()) {
+      throw CLI::ParseError(absl::StrCat("a command is required; commands: ", valid),
+                            CLI::ExitCodes::RequiredError);
+    }
+    throw CLI::ParseError(absl::StrCat("unknown command '", words->front(), "'; commands: ", valid),
+                          CLI::ExitCodes::ValidationError);
   });
 }
 

@@ -84,4 +84,9 @@ absl::StatusOr<std::string> ReadInputFile(const std::string& file, std::istream&
 /// subcommand took, so a stray extra argument is reported too.
 void RejectUnknownResourceTypes(CLI::App& verb, std::string_view valid_types);
 
+/// The same for rxfleetctl itself: "unknown command 'frobnicate'; commands: get, describe, ..."
+/// or "a command is required; commands: ..." (exit 2). `app` must not require a subcommand
+/// itself (require_subcommand(0, 1)).
+void RejectUnknownCommands(CLI::App& app);
+
 }  // namespace rxfleet::cli

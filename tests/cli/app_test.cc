@@ -188,6 +188,17 @@ TEST(AppTest, InvalidPolicyDocumentsExitOneNamingFieldFileAndLine) {
   EXPECT_THAT(h.err(), HasSubstr("cannot be read: Is a directory"));
 }
 
+TEST(AppTest, UnknownCommandsAreUsageErrorsListingTheCommands) {
+  Harness h;
+  EXPECT_EQ(h.Run({"frobnicate"}), 2);
+  EXPECT_THAT(h.err(), StartsWith("error: unknown command 'frobnicate'; commands: get, describe, "
+                                  "apply, diff, delete, experiment, watch, status, completion\n"));
+  EXPECT_EQ(h.Run({}), 2);
+  EXPECT_THAT(h.err(), StartsWith("error: a command is required; commands: get,"));
+  EXPECT_EQ(h.Run({"--local", "frobnicate"}), 2);
+  EXPECT_THAT(h.err(), HasSubstr("unknown command 'frobnicate'"));
+}
+
 TEST(AppTest, UnknownResourceTypesAreUsageErrorsListingTheValidOnes) {
   Harness h;
   EXPECT_EQ(h.Run({"get", "widgets"}), 2);
