@@ -4,8 +4,8 @@
 #                                      own with only the service addresses changed; every file
 #                                      compose.yaml mounts and the Dockerfile copies exists;
 #                                      promtool accepts the Prometheus configuration.
-#   docker_test.sh SOURCE_DIR compose  `docker compose config` validates compose.yaml; exit 77
-#                                      (skipped) when docker or its compose plugin is missing.
+#   docker_test.sh SOURCE_DIR compose  `docker compose config` (or docker-compose's) validates
+#                                      compose.yaml; exit 77 (skipped) when neither exists.
 # No image is built here: building needs network access to Debian's and Docker's registries.
 set -euo pipefail
 src="${1:?usage: docker_test.sh SOURCE_DIR files|compose}"
@@ -16,12 +16,17 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 case "$mode" in
   compose)
-    if ! command -v docker >/dev/null || ! docker compose version >/dev/null 2>&1; then
-      echo "SKIP: docker with the compose plugin is not installed"
+    # The compose plugin when docker has it, else Debian's docker-compose (scripts/install-deps).
+    if command -v docker >/dev/null && docker compose version >/dev/null 2>&1; then
+      compose=(docker compose)
+    elif command -v docker-compose >/dev/null; then
+      compose=(docker-compose)
+    else
+      echo "SKIP: neither docker's compose plugin nor docker-compose is installed"
       exit 77
     fi
-    docker compose -f "$dir/compose.yaml" config -q
-    echo "docker compose config: compose.yaml valid"
+    (cd "$dir" && "${compose[@]}" -f compose.yaml config -q)
+    echo "${compose[*]} config: compose.yaml valid"
     exit 0
     ;;
   files) ;;
