@@ -198,10 +198,29 @@ TEST_F(CliIntegrationTest, OperatorWorkflowAgainstARealFleet) {
   EXPECT_THAT(table.stdout_text, HasSubstr("1024\xC2\xB5s/1024\xC2\xB5s"));
   EXPECT_EQ(table.stdout_text.find("x86-lab"), std::string::npos) << table.stdout_text;
 
-  // 2. A watch runs through the changes.
+  // 2. A watch runs through the changes. It streams only events after it subscribed, so a
+  //    policy that selects nothing is written until the watch shows it: from then on the
+  //    watch sees every event (a watch started just before `apply` could miss its events).
   auto watch = ChildProcess::Start(
-      {BinaryPath("cli/rxfleetctl"), "--insecure", "--server", address_, "watch", "-o", "json"}, Env());
+      {BinaryPath("cli/rxfleetctl"), "--insecure", "--server", address_, "watch", "-o", "json"},
+      Env());
   ASSERT_TRUE(watch.ok()) << watch.status();
+  const std::string probe = dir_.File("watch-probe.yaml");
+  ASSERT_TRUE(WriteTextFile(probe,
+                            "apiVersion: rxfleet/v1\nkind: RxAggPolicy\nmetadata:\n  name: "
+                            "watch-probe\nspec:\n  selector:\n    matchLabels: {board: none}\n"
+                            "  settings:\n    hold: 1024us\n")
+                  .ok());
+  bool watching = false;
+  for (int attempt = 0; attempt < 30 && !watching; ++attempt) {
+    ProcessResult probed = Ctl({"apply", "-f", probe});
+    ASSERT_EQ(probed.exit_code, 0) << probed.stderr_text;
+    ProcessResult removed = Ctl({"delete", "policy", "watch-probe"});
+    ASSERT_EQ(removed.exit_code, 0) << removed.stderr_text;
+    watching =
+        (*watch)->WaitForLineContaining(Stream::kStdout, "watch-probe", absl::Seconds(1)).ok();
+  }
+  ASSERT_TRUE(watching) << "the watch never streamed";
 
   // 3. apply changes exactly the selected adapter.
   ProcessResult applied = Ctl({"apply", "-f", PolicyWith("", 100)});
@@ -301,10 +320,9 @@ TEST_F(CliIntegrationTest, OperatorWorkflowAgainstARealFleet) {
 
 TEST(CliBinaryTest, UnreachableServerFailsWithinTheTimeout) {
   const absl::Time start = absl::Now();
-  ProcessResult r = RunProcess(
-      {BinaryPath("cli/rxfleetctl"), "--insecure", "--server", "127.0.0.1:1", "get", "hosts",
-       "--timeout", "2s"},
-      absl::Seconds(30), {"HOME=/nonexistent-rxfleet-home"});
+  ProcessResult r = RunProcess({BinaryPath("cli/rxfleetctl"), "--insecure", "--server",
+                                "127.0.0.1:1", "get", "hosts", "--timeout", "2s"},
+                               absl::Seconds(30), {"HOME=/nonexistent-rxfleet-home"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_THAT(r.stderr_text, HasSubstr("error: cannot reach rxfleet-server at 127.0.0.1:1"));
