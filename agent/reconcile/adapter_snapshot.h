@@ -24,11 +24,11 @@ enum class AdapterPhase : uint8_t {
   kDisabledByDriver,  ///< "disabled_by_driver": EN = 0 and no policy forces it; not written
   kUnsupported,       ///< "unsupported": Realtek id not in the rtw89 chip table; never touched
   kStorageMode,       ///< "storage_mode": 0bda:1a2b virtual CD-ROM; never touched
-  kOtherVendor,       ///< "ignored_other_vendor": not an rtw89 adapter (e.g. MediaTek); never touched
-  kGone,              ///< "gone": unplugged; kept for AdapterManagerOptions::gone_retention
-  kError,             ///< "error": the last attempt failed; retried with exponential backoff
-  kInvalidSettings,   ///< "invalid_settings": desired settings not representable; terminal
-                      ///< until the policies change
+  kOtherVendor,  ///< "ignored_other_vendor": not an rtw89 adapter (e.g. MediaTek); never touched
+  kGone,         ///< "gone": unplugged; kept for AdapterManagerOptions::gone_retention
+  kError,        ///< "error": the last attempt failed; retried with exponential backoff
+  kInvalidSettings,  ///< "invalid_settings": desired settings not representable; terminal
+                     ///< until the policies change
 };
 
 /// The names above.

@@ -17,8 +17,8 @@
 #include "cli/output/structured.h"
 #include "cli/output/table.h"
 #include "common/experiment/experiment.h"
-#include "common/string_view_compat.h"
 #include "common/proto/experiment.h"
+#include "common/string_view_compat.h"
 
 namespace rxfleet::cli {
 namespace {

@@ -54,7 +54,8 @@ constexpr KindInfo kKinds[] = {
     {ResourceKind::kExperiment, "experiments", "experiment", "Experiment name (omit to list)",
      "List experiments (phase, arms, progress) or show one",
      "  rxfleetctl get experiments -o wide\n  rxfleetctl get experiment hold-ab -o yaml"},
-    {ResourceKind::kEvent, "events", "event", "", "List recent fleet events (newest 500, or --limit)",
+    {ResourceKind::kEvent, "events", "event", "",
+     "List recent fleet events (newest 500, or --limit)",
      "  rxfleetctl get events\n  rxfleetctl get events --host pi1 --type warning\n"
      "  rxfleetctl get events --kind adapter --name port-2-2 -o json"},
 };

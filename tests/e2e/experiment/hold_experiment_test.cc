@@ -22,9 +22,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/experiment/experiment.h"
+#include "common/proto/experiment.h"
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
-#include "common/proto/experiment.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 

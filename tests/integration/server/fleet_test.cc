@@ -509,14 +509,14 @@ TEST(ServerBinaryTest, FlagsVersionAndExitCodes) {
   EXPECT_EQ(bad_duration.exit_code, 2);
   TempDir dir;
   ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir.File("not-a-dir"), "x").ok());
-  ProcessResult no_tls = RunProcess({server, "--listen", "127.0.0.1:0", "--http-listen", "none",
-                                     "--db", dir.File("server.db")},
-                                    absl::Seconds(20));
+  ProcessResult no_tls = RunProcess(
+      {server, "--listen", "127.0.0.1:0", "--http-listen", "none", "--db", dir.File("server.db")},
+      absl::Seconds(20));
   EXPECT_EQ(no_tls.exit_code, 2);
   EXPECT_THAT(no_tls.stderr_text, HasSubstr("--insecure"));
   ProcessResult bad_db =
-      RunProcess({server, "--insecure", "--listen", "127.0.0.1:0", "--http-listen", "none",
-                  "--db", dir.File("not-a-dir/server.db")},
+      RunProcess({server, "--insecure", "--listen", "127.0.0.1:0", "--http-listen", "none", "--db",
+                  dir.File("not-a-dir/server.db")},
                  absl::Seconds(20));
   EXPECT_EQ(bad_db.exit_code, 1);
   EXPECT_THAT(bad_db.stderr_text, HasSubstr("not-a-dir"));
