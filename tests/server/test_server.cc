@@ -4,15 +4,6 @@
 
 namespace rxfleet::server::testing {
 
-bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return condition();
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
-
 absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }

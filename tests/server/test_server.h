@@ -21,11 +21,11 @@
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
 #include "server/fleet_server.h"
 #include "tests/support/paths.h"
+#include "tests/support/process.h"
 
 namespace rxfleet::server::testing {
 
-/// Polls `condition` every 10 ms until it holds or `timeout` passes; returns the last result.
-bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(20));
+using ::rxfleet::testing::WaitFor;
 
 class TestServer {
  public:

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 extern char** environ;
 
@@ -342,6 +343,15 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, absl::Duration ti
   result.stdout_text = (*child)->Text(Stream::kStdout);
   result.stderr_text = (*child)->Text(Stream::kStderr);
   return result;
+}
+
+bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return condition();
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
 }
 
 }  // namespace rxfleet::testing

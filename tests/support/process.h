@@ -16,6 +16,10 @@
 
 namespace rxfleet::testing {
 
+/// Polls `condition` every 10 ms until it holds or `timeout` passes; returns the last result.
+/// For conditions on other processes or threads, instead of sleeping a fixed time.
+bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(20));
+
 /// Outcome of a finished child process.
 struct ProcessResult {
   /// The child's exit status (0..255), or 128 + signal number if a signal ended it,

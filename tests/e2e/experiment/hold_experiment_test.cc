@@ -38,6 +38,7 @@ using ::rxfleet::testing::LabPath;
 using ::rxfleet::testing::ReadJsonFile;
 using ::rxfleet::testing::Stream;
 using ::rxfleet::testing::TempDir;
+using ::rxfleet::testing::WaitFor;
 
 // Switchback in four-second periods (one second of burn-in, three valid one-second windows),
 // segments by USB speed and board; the drop guardrail needs 3 adapters and 6 windows.
@@ -63,15 +64,6 @@ spec:
   minAdaptersPerArm: 3
   minWindowsPerArm: 6
 )";
-
-bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return condition();
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return true;
-}
 
 grpc::ClientContext* WithDeadline(grpc::ClientContext* context) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));

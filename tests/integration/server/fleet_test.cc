@@ -37,16 +37,8 @@ using ::rxfleet::testing::ReadJsonFile;
 using ::rxfleet::testing::RunProcess;
 using ::rxfleet::testing::Stream;
 using ::rxfleet::testing::TempDir;
+using ::rxfleet::testing::WaitFor;
 using ::testing::HasSubstr;
-
-bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return condition();
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return true;
-}
 
 grpc::ClientContext* WithDeadline(grpc::ClientContext* context) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
