@@ -148,6 +148,8 @@ ControlOutcome EmulatedDevice::Standard(const ControlSetup& setup) const {
         data = ConfigurationDescriptor(config_);
       } else if (type == 0x03) {
         data = StringDescriptor(config_, index);
+      } else if (type == 0x0f && index == 0) {
+        data = BosDescriptor(config_);
       }
       break;
     }
