@@ -63,6 +63,10 @@ TEST(EmulatedDeviceTest, OtherRequestsStall) {
   EXPECT_EQ(d.HandleControl(1, {0xC0, 0x06, 0x6000, 0, 4}, {}, 0).status, -EPIPE);
   EXPECT_EQ(d.HandleControl(1, Read(0x6000, 3), {}, 0).status, -EPIPE);
   EXPECT_EQ(d.HandleControl(1, {0x00, 0x09, 1, 0, 0}, {}, 0).status, -EPIPE);  // SET_CONFIG
+  // SET_ISOCH_DELAY and SET_SEL are part of SuperSpeed enumeration: accepted.
+  EXPECT_EQ(d.HandleControl(1, {0x00, 0x31, 40, 0, 0}, {}, 0).status, 0);
+  EXPECT_EQ(d.HandleControl(1, {0x00, 0x30, 0, 0, 6}, {1, 2, 3, 4, 5, 6}, 0).status, 0);
+  EXPECT_EQ(d.HandleControl(1, {0x00, 0x09, 1, 0, 0}, {}, 0).status, -EPIPE);
   EXPECT_EQ(d.transfers().back().result, TransferResult::kStall);
   ControlOutcome desc = d.HandleControl(1, {0x80, 0x06, 0x0300, 0, 255}, {}, 0);
   EXPECT_EQ(desc.status, 0);
