@@ -63,10 +63,43 @@ TEST(EmulatedDeviceTest, OtherRequestsStall) {
   EXPECT_EQ(d.HandleControl(1, {0xC0, 0x06, 0x6000, 0, 4}, {}, 0).status, -EPIPE);
   EXPECT_EQ(d.HandleControl(1, Read(0x6000, 3), {}, 0).status, -EPIPE);
   EXPECT_EQ(d.HandleControl(1, {0x00, 0x09, 1, 0, 0}, {}, 0).status, -EPIPE);  // SET_CONFIG
+  // SET_ISOCH_DELAY and SET_SEL are part of SuperSpeed enumeration: accepted.
+  EXPECT_EQ(d.HandleControl(1, {0x00, 0x31, 40, 0, 0}, {}, 0).status, 0);
+  EXPECT_EQ(d.HandleControl(1, {0x00, 0x30, 0, 0, 6}, {1, 2, 3, 4, 5, 6}, 0).status, 0);
+  EXPECT_EQ(d.HandleControl(1, {0x00, 0x09, 1, 0, 0}, {}, 0).status, -EPIPE);
   EXPECT_EQ(d.transfers().back().result, TransferResult::kStall);
   ControlOutcome desc = d.HandleControl(1, {0x80, 0x06, 0x0300, 0, 255}, {}, 0);
   EXPECT_EQ(desc.status, 0);
   EXPECT_EQ(desc.in_data, (std::vector<uint8_t>{4, 3, 9, 4}));
+}
+
+// GET_DESCRIPTOR(BOS): a USB 3 adapter keeps its SuperSpeed USB Device Capability at
+// high-speed, where it reports bcdUSB 0x0210 (USB 3.2 spec 9.6.2; hydrausb3/hydrausb3_fw#23).
+TEST(EmulatedDeviceTest, BosCarriesTheSuperSpeedCapabilityAtHighSpeed) {
+  DeviceSpec spec = Spec();
+  spec.config.speed_mbps = 480;
+  spec.config.bcd_usb = 0x0210;
+  spec.config.superspeed_capable = true;
+  EmulatedDevice d(spec, HostClass::kX86);
+  const ControlSetup get_bos = {0x80, 0x06, 0x0f00, 0, 255};
+  ControlOutcome bos = d.HandleControl(1, get_bos, {}, 0);
+  ASSERT_EQ(bos.status, 0);
+  EXPECT_EQ(bos.in_data,
+            (std::vector<uint8_t>{5, 0x0f, 22,   0,    2, 7,    0x10, 0x02, 0,    0,    0,
+                                  0, 10,   0x10, 0x03, 0, 0x0e, 0,    1,    0x0a, 0xff, 0x07}));
+  // The header alone (the kernel reads 5 bytes first, then wTotalLength).
+  EXPECT_EQ(d.HandleControl(1, {0x80, 0x06, 0x0f00, 0, 5}, {}, 0).in_data,
+            (std::vector<uint8_t>{5, 0x0f, 22, 0, 2}));
+
+  // A USB 2-only device with bcdUSB 2.10: only the USB 2.0 Extension.
+  spec.config.superspeed_capable = false;
+  EmulatedDevice usb2(spec, HostClass::kX86);
+  EXPECT_EQ(usb2.HandleControl(1, get_bos, {}, 0).in_data,
+            (std::vector<uint8_t>{5, 0x0f, 12, 0, 1, 7, 0x10, 0x02, 0, 0, 0, 0}));
+  // bcdUSB 2.00: no BOS at all (STALL), as USB 2.0 devices without LPM answer.
+  spec.config.bcd_usb = 0x0200;
+  EmulatedDevice old(spec, HostClass::kX86);
+  EXPECT_EQ(old.HandleControl(1, get_bos, {}, 0).status, -EPIPE);
 }
 
 TEST(EmulatedDeviceTest, ModesAsleepFailAndUnplug) {

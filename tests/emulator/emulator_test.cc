@@ -361,6 +361,8 @@ TEST_F(EmulatorTest, SysfsLayoutIsReadableThroughThePreload) {
       "echo driver=$(basename $(readlink $d/2-2:1.0/driver)); "
       "echo speed=$(cat $d/2-2/speed) busnum=$(cat $d/2-2/busnum) devnum=$(cat $d/2-2/devnum); "
       "echo version=\"$(cat $d/2-2/version)\"; "
+      "echo puevent=[$(cat $d/2-2/port/uevent)] ct=$(cat $d/2-2/port/connect_type) "
+      "loc=$(cat $d/2-2/port/location) removable=$(cat $d/2-2/removable); "
       "echo ids=$(cat $d/2-2/idVendor):$(cat $d/2-2/idProduct) serial=$(cat $d/2-2/serial); "
       "echo product=\"$(cat $d/2-2/product)\" manufacturer=$(cat $d/2-2/manufacturer); "
       "echo cfg=$(cat $d/2-2/bConfigurationValue) bcd=$(cat $d/2-2/bcdDevice); "
@@ -384,6 +386,8 @@ TEST_F(EmulatorTest, SysfsLayoutIsReadableThroughThePreload) {
   EXPECT_THAT(out.lines, Contains("driver=rtw89_8922au"));
   EXPECT_THAT(out.lines, Contains("speed=5000 busnum=2 devnum=10"));
   EXPECT_THAT(out.lines, Contains("version= 3.20"));
+  // As Linux 6.1 shows them without ACPI _PLD (docs/KERNEL-LANE.md, measured on qemu-xhci).
+  EXPECT_THAT(out.lines, Contains("puevent=[] ct=unknown loc=0x00000000 removable=unknown"));
   EXPECT_THAT(out.lines, Contains("ids=0bda:8912 serial=00e04c000001"));
   EXPECT_THAT(out.lines, Contains("product=802.11be WLAN Adapter manufacturer=Realtek"));
   EXPECT_THAT(out.lines, Contains("cfg=1 bcd=0000"));

@@ -148,6 +148,33 @@ TEST(TimelineTest, PlugOverridesAndValidation) {
               HasSubstr("separate buses"));
 }
 
+TEST(LabTest, SuperSpeedCapabilityFollowsTheFastestSpeedSeenUnlessGiven) {
+  absl::StatusOr<Lab> lab = ParseLab(kMinimal, "lab.yaml");
+  ASSERT_TRUE(lab.ok()) << lab.status();
+  EXPECT_TRUE(lab->devices[0].config.superspeed_capable);
+  // Re-plugged at high-speed, the same adapter stays SuperSpeed-capable (bcdUSB 2.10 + BOS).
+  absl::StatusOr<std::vector<TimelineEvent>> t = ParseTimeline(R"(
+- {at: 1, event: unplug, device: a}
+- {at: 2, event: plug, device: a, speed: 480, bus: 3, port: "3"}
+)",
+                                                               "t.yaml", *lab);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE((*t)[1].plug_config.superspeed_capable);
+  EXPECT_EQ((*t)[1].plug_config.bcd_usb, 0x0210);
+
+  std::string highspeed = kMinimal;
+  highspeed.replace(highspeed.find("speed: 5000"), 11, "speed: 480");
+  highspeed.replace(highspeed.find("bus: 2"), 6, "bus: 1");
+  lab = ParseLab(highspeed, "lab.yaml");
+  ASSERT_TRUE(lab.ok()) << lab.status();
+  EXPECT_FALSE(lab->devices[0].config.superspeed_capable);
+  lab = ParseLab(highspeed + "    superspeed_capable: true\n", "lab.yaml");
+  ASSERT_TRUE(lab.ok()) << lab.status();
+  EXPECT_TRUE(lab->devices[0].config.superspeed_capable);
+  EXPECT_THAT(ErrorOf(highspeed + "    superspeed_capable: maybe\n"),
+              HasSubstr("devices[0].superspeed_capable"));
+}
+
 TEST(LabTest, ShippedLabsLoad) {
   for (const char* name :
        {"rtl8922au-superspeed", "rtl8922au-highspeed", "rtl8852bu-superspeed",

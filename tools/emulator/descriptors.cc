@@ -131,6 +131,23 @@ std::vector<uint8_t> ConfigurationDescriptor(const DeviceConfig& config) {
   return out;
 }
 
+std::vector<uint8_t> BosDescriptor(const DeviceConfig& config) {
+  if (config.bcd_usb < 0x0201) return {};
+  std::vector<uint8_t> caps = {7, 0x10, 0x02, 0, 0, 0, 0};  // USB 2.0 Extension, no LPM
+  if (config.superspeed_capable || config.SuperSpeed()) {
+    caps.insert(caps.end(), {10, 0x10, 0x03, 0x00});  // SuperSpeed USB Device Capability
+    Put16(caps, 0x000e);                              // wSpeedsSupported: full, high, super
+    caps.push_back(1);                                // bFunctionalitySupport: full speed
+    caps.push_back(0x0a);                             // bU1DevExitLat
+    Put16(caps, 0x07ff);                              // wU2DevExitLat
+  }
+  std::vector<uint8_t> out = {5, 0x0f};
+  Put16(out, static_cast<uint16_t>(5 + caps.size()));
+  out.push_back(static_cast<uint8_t>(caps.size() == 7 ? 1 : 2));
+  out.insert(out.end(), caps.begin(), caps.end());
+  return out;
+}
+
 std::vector<uint8_t> SysfsDescriptors(const DeviceConfig& config) {
   std::vector<uint8_t> out = DeviceDescriptor(config);
   std::vector<uint8_t> conf = ConfigurationDescriptor(config);

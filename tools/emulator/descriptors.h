@@ -30,6 +30,14 @@ std::vector<uint8_t> DeviceDescriptor(const DeviceConfig& config);
 /// SuperSpeed and 2 mA units otherwise.
 std::vector<uint8_t> ConfigurationDescriptor(const DeviceConfig& config);
 
+/// The BOS descriptor (USB 3.2 spec 9.6.2), answered to GET_DESCRIPTOR(BOS) by devices with
+/// bcdUSB >= 0x0201; empty for older devices (they STALL the request). It holds a USB 2.0
+/// Extension capability (no LPM) and, when the device is SuperSpeed-capable (at any current
+/// speed), a SuperSpeed USB Device Capability: wSpeedsSupported full+high+SuperSpeed (0x000e),
+/// bFunctionalitySupport full speed, U1/U2 exit latencies 10 / 2047 µs (the largest U2 value
+/// the field allows; the kernel only uses them when the host controller enables LPM).
+std::vector<uint8_t> BosDescriptor(const DeviceConfig& config);
+
 /// DeviceDescriptor + ConfigurationDescriptor: the sysfs `descriptors` attribute.
 std::vector<uint8_t> SysfsDescriptors(const DeviceConfig& config);
 

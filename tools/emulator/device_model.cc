@@ -130,6 +130,13 @@ void EmulatedDevice::Record(const ControlSetup& setup, std::vector<uint8_t> data
 ControlOutcome EmulatedDevice::Standard(const ControlSetup& setup) const {
   ControlOutcome out;
   const bool standard_in = (setup.request_type & 0xE0) == 0x80;
+  // SET_ISOCH_DELAY (0x31; Linux sends it to every SuperSpeed device while enumerating it) and
+  // SET_SEL (0x30, 6 bytes; sent before U1/U2 are enabled): USB 3.2 spec 9.4.11 and 9.4.12, a
+  // USB 3 device accepts both.
+  const bool superspeed_setup = setup.request_type == 0x00 && config_.SuperSpeed() &&
+                                ((setup.request == 0x30 && setup.length == 6) ||
+                                 (setup.request == 0x31 && setup.length == 0));
+  if (superspeed_setup) return out;
   if (!standard_in) {
     out.status = -EPIPE;
     return out;
@@ -148,6 +155,8 @@ ControlOutcome EmulatedDevice::Standard(const ControlSetup& setup) const {
         data = ConfigurationDescriptor(config_);
       } else if (type == 0x03) {
         data = StringDescriptor(config_, index);
+      } else if (type == 0x0f && index == 0) {
+        data = BosDescriptor(config_);
       }
       break;
     }

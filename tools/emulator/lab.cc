@@ -435,10 +435,25 @@ absl::StatusOr<NetdevSpec> ParseNetdev(const Reader& r, const YAML::Node& node,
 
 // Keys shared by lab devices and plug events (the re-enumerable configuration).
 const std::vector<std::string>& ConfigKeys() {
-  static const std::vector<std::string> keys = {
-      "vid",    "pid",          "speed",        "bus",           "port",         "devnum",
-      "peer",   "bcd_usb",      "bcd_device",   "device_class",  "manufacturer", "product",
-      "serial", "max_power_ma", "self_powered", "remote_wakeup", "interfaces",   "netdev"};
+  static const std::vector<std::string> keys = {"vid",
+                                                "pid",
+                                                "speed",
+                                                "bus",
+                                                "port",
+                                                "devnum",
+                                                "peer",
+                                                "bcd_usb",
+                                                "bcd_device",
+                                                "device_class",
+                                                "manufacturer",
+                                                "product",
+                                                "serial",
+                                                "max_power_ma",
+                                                "self_powered",
+                                                "remote_wakeup",
+                                                "interfaces",
+                                                "netdev",
+                                                "superspeed_capable"};
   return keys;
 }
 
@@ -500,6 +515,13 @@ absl::Status ApplyConfig(const Reader& r, const YAML::Node& node, const std::str
     config.bcd_usb_explicit = true;
   } else if (!config.bcd_usb_explicit) {
     config.bcd_usb = config.SuperSpeed() ? 0x0320 : 0x0210;
+  }
+  if (node["superspeed_capable"]) {
+    RX_ASSIGN_OR_RETURN(v, r.Bool(node["superspeed_capable"], field + ".superspeed_capable"));
+    config.superspeed_capable = *v_or;
+    config.superspeed_capable_explicit = true;
+  } else if (!config.superspeed_capable_explicit) {
+    config.superspeed_capable = config.superspeed_capable || config.SuperSpeed();
   }
   if (node["bcd_device"]) {
     RX_ASSIGN_OR_RETURN(v, r.Uint(node["bcd_device"], field + ".bcd_device", 0, 0xffff));

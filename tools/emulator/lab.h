@@ -92,6 +92,12 @@ struct DeviceConfig {
   std::string peer;  ///< "B-P" of the companion port on the other root hub; empty = none
   uint16_t bcd_usb = 0x0210;
   bool bcd_usb_explicit = false;  ///< false: bcd_usb follows the speed (0x0320 / 0x0210)
+  /// The device can run at SuperSpeed: its BOS descriptor carries a SuperSpeed USB Device
+  /// Capability (USB 3.2 spec 9.6.2.2) also while it runs at high-speed, as real USB 3
+  /// adapters do (they report bcdUSB 0x0210 there). Default: true once the device was seen at
+  /// SuperSpeed (a lab or plug speed >= 5000), else false.
+  bool superspeed_capable = false;
+  bool superspeed_capable_explicit = false;
   uint16_t bcd_device = 0;
   uint8_t device_class = 0;
   uint8_t device_subclass = 0;

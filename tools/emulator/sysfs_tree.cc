@@ -118,7 +118,9 @@ void UsbDeviceParagraph(std::string& text, const std::string& syspath, const Dev
   Attr(text, "bMaxPower", absl::StrFormat("%dmA", c.max_power_ma));
   Attr(text, "maxchild", c.device_class == 9 ? "4" : "0");
   Attr(text, "authorized", "1");
-  Attr(text, "removable", c.device_class == 9 && c.vid == 0x1d6b ? "unknown" : "removable");
+  // "unknown" unless firmware (ACPI _PLD / hub descriptor bits) says otherwise, as Linux 6.1
+  // shows devices on qemu-xhci.
+  Attr(text, "removable", "unknown");
   Attr(text, "quirks", "0x0");
   Attr(text, "urbnum", "0");
   Attr(text, "configuration", "");
@@ -368,11 +370,14 @@ absl::Status SysfsTree::Build(const Topology& topology,
         std::filesystem::create_directories(Disk(dir), ec);
         if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
         for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-                 {"uevent", "DEVTYPE=usb_port\n"},
-                 {"connect_type", hub_path.empty() ? "hotplug\n" : "unknown\n"},
+                 // As Linux 6.1 shows ports on a host without ACPI _PLD (measured on
+                 // Debian 12's kernel under QEMU's qemu-xhci): an empty uevent (ports
+                 // send no uevents), connect_type "unknown" and location 0x00000000.
+                 {"uevent", ""},
+                 {"connect_type", "unknown\n"},
                  {"over_current_count", "0\n"},
                  {"quirks", "00000000\n"},
-                 {"location", "0x0\n"},
+                 {"location", "0x00000000\n"},
              }) {
           if (absl::Status s = WriteFile(dir + "/" + name, value); !s.ok()) return s;
         }

@@ -171,6 +171,32 @@ TEST_F(BuiltTreeTest, SeveralNetdevsPickTheFirstByName) {
   EXPECT_EQ(netdev->driver, "");  // no driver link
 }
 
+// Linux 6.1 on a host without ACPI _PLD (Debian 12's kernel on qemu-xhci, measured): port
+// uevent empty, connect_type "unknown", location 0x00000000, removable "unknown", version
+// " 3.20". None of it may change the id or the attributes the agent reads.
+TEST_F(BuiltTreeTest, RealKernelPortAttributesWithoutFirmwareDescription) {
+  const fs::path dev = Device("2-2");
+  for (const auto& [port, peer] :
+       {std::pair{"usb2-port2", "usb1-port2"}, std::pair{"usb1-port2", "usb2-port2"}}) {
+    const fs::path dir = tmp_.path() / "ports" / port;
+    fs::create_directories(dir);
+    ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir / "uevent", "").ok());
+    ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir / "connect_type", "unknown\n").ok());
+    ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir / "location", "0x00000000\n").ok());
+    fs::create_symlink(std::string("../") + peer, dir / "peer");
+  }
+  fs::create_directory_symlink(tmp_.path() / "ports/usb2-port2", dev / "port");
+  ASSERT_TRUE(rxfleet::testing::WriteTextFile(dev / "version", " 3.20\n").ok());
+  ASSERT_TRUE(rxfleet::testing::WriteTextFile(dev / "removable", "unknown\n").ok());
+  ASSERT_TRUE(rxfleet::testing::WriteTextFile(dev / "speed", "5000\n").ok());
+  const UsbSysfs sysfs(tmp_.path().string());
+  EXPECT_THAT(sysfs.PeerPortPath("2-2"), Optional(Eq("1-2")));
+  EXPECT_EQ(sysfs.StableAdapterId("2-2"), "port-1-2");
+  EXPECT_THAT(sysfs.ReadAttribute("2-2", "version"), Optional(Eq("3.20")));
+  EXPECT_THAT(sysfs.ReadAttribute("2-2", "speed"), Optional(Eq("5000")));
+  EXPECT_THAT(sysfs.ReadAttribute("2-2", "removable"), Optional(Eq("unknown")));
+}
+
 TEST(UsbSysfsTest, DefaultRootIsSys) { EXPECT_EQ(UsbSysfs().root(), "/sys"); }
 
 }  // namespace
