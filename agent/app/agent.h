@@ -27,6 +27,8 @@
 
 namespace rxfleet::agent {
 
+class AgentTelemetry;  // agent/telemetry/agent_telemetry.h
+
 /// How the agent runs.
 enum class AgentMode {
   kOnce,        ///< enumerate, reconcile every adapter once, report, exit
@@ -157,8 +159,6 @@ class Agent {
   const AgentOptions& options() const { return options_; }
 
  private:
-  class Telemetry;  // metrics registry, adapter metrics, collectors, sampler, exporter
-
   Agent(AgentOptions options, std::unique_ptr<DeviceSource> source, LogSink log);
   void PollLocalPolicies(bool force);
   void DeliverMetricWindow(ExperimentWindow window);
@@ -174,7 +174,7 @@ class Agent {
   std::map<std::string, std::string> labels_;
   LocalPolicyFiles local_files_;
   std::unique_ptr<AdapterManager> manager_;
-  std::unique_ptr<Telemetry> telemetry_;
+  std::unique_ptr<AgentTelemetry> telemetry_;  // null in once mode
   std::vector<AdapterObserver*> observers_;
   const absl::Time start_time_;
 
