@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/metrics/adapter_metrics.h"
+#include "agent/reconcile/failure_reason.h"
 #include "agent/reconcile/reconciler.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
