@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
       *agent->source_, UsbSysfs(agent->options_.sysfs_root), std::move(manager_options));
   agent->manager_->SetHostContext(agent->labels_, agent->options_.host_id);
   agent->manager_->SetWakeCallback([raw = agent.get()] { raw->Wake(); });
-  if (agent->options_.mode == AgentMode::kStandalone) {
+  if (agent->options_.mode == AgentMode::kRun) {
     Agent* raw = agent.get();
     TelemetryOptions telemetry;
     telemetry.sysfs_root = agent->options_.sysfs_root;
@@ -360,12 +360,12 @@ absl::StatusOr<std::vector<AdapterSnapshot>> Agent::RunOnce() {
 
 absl::Status Agent::Run() {
   if (telemetry_ == nullptr) {
-    return absl::FailedPreconditionError("Run() needs an agent created in standalone mode");
+    return absl::FailedPreconditionError("Run() needs an agent not created in once mode");
   }
   {
     absl::MutexLock lock(&mu_);
     log_(LogLevel::kInfo,
-         absl::StrFormat("rxfleet-agent %s standalone: host %s, labels %s, %d local policies "
+         absl::StrFormat("rxfleet-agent %s running: host %s, labels %s, %d local policies "
                          "(%s), reconcile every %s",
                          kVersion, options_.host_id, LabelsText(labels_), local_policies_.size(),
                          PolicyNames(local_policies_),

@@ -90,13 +90,17 @@ class AgentEmulatedTest : public ::testing::Test {
     return RunProcess(argv, absl::Seconds(90), Env());
   }
 
-  // Starts `rxfleet-agent --standalone` (short reconcile period) under the emulator.
+  // Starts `rxfleet-agent` (no mode flag: the reconcile loop; short reconcile period) under the
+  // emulator. `mode` adds mode flags, e.g. the --standalone alias.
   std::unique_ptr<ChildProcess> Standalone(const std::string& lab, const std::string& timeline,
-                                           const std::vector<std::string>& args) {
+                                           const std::vector<std::string>& args,
+                                           const std::vector<std::string>& mode = {}) {
     std::vector<std::string> argv = {EmulatorPath(), "--lab",     lab, "--state-out",
                                      StatePath(),    "--timeout", "60"};
     if (!timeline.empty()) argv.insert(argv.end(), {"--timeline", timeline});
-    argv.insert(argv.end(), {"--", AgentPath(), "--standalone", "--reconcile-period", "200ms"});
+    argv.insert(argv.end(), {"--", AgentPath()});
+    argv.insert(argv.end(), mode.begin(), mode.end());
+    argv.insert(argv.end(), {"--reconcile-period", "200ms"});
     if (std::find(args.begin(), args.end(), "--metrics-address") == args.end()) {
       argv.insert(argv.end(), {"--metrics-address", "none"});
     }
@@ -570,6 +574,34 @@ TEST_F(AgentEmulatedTest, MetricsFollowTheAdapter) {
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(*health, "ok\n");
   EXPECT_EQ(StopAndReadExit(*agent), 0);
+}
+
+// ---- run modes ----
+
+// `rxfleet-agent` alone runs the loop (like node_exporter or kubelet) and `--standalone` is the
+// same loop under its older name: both apply, keep running and stop on SIGTERM.
+TEST_F(AgentEmulatedTest, NoModeFlagRunsTheLoopAndStandaloneIsAnAlias) {
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{}, std::vector<std::string>{"--standalone"}}) {
+    SCOPED_TRACE(mode.empty() ? "no mode flag" : "--standalone");
+    auto agent = Standalone(LabPath("rtl8922au-superspeed"), "", {"--status-socket", "none"}, mode);
+    ASSERT_NE(agent, nullptr);
+    ASSERT_TRUE(
+        agent->WaitForLineContaining(Stream::kStderr, "reconcile every 200ms", absl::Seconds(20))
+            .ok())
+        << agent->Text(Stream::kStderr);
+    ASSERT_TRUE(
+        agent->WaitForLineContaining(Stream::kStderr, "state=applied", absl::Seconds(20)).ok())
+        << agent->Text(Stream::kStderr);
+    // A loop, not one shot: the agent does not exit on its own.
+    EXPECT_TRUE(absl::IsDeadlineExceeded(agent->Wait(absl::Seconds(1)).status()))
+        << agent->Text(Stream::kStderr);
+    EXPECT_EQ(StopAndReadExit(*agent), 0);
+    const nlohmann::json be6500 = Device(state_, "be6500");
+    EXPECT_EQ(be6500.at("registers").at("0x6000"), "0x80ff0114");
+    EXPECT_EQ(Count(be6500, "out"), 1);
+    EXPECT_THAT(agent->Text(Stream::kStderr), HasSubstr("info stopped"));
+  }
 }
 
 TEST_F(AgentEmulatedTest, SigtermStopsGracefully) {
