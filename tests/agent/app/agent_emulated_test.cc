@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "rxfleet/v1/agent_state.pb.h"
 #include "rxfleet/v1/local_status.grpc.pb.h"
 #include "rxfleet/version.h"
 #include "tests/support/paths.h"
@@ -601,6 +603,52 @@ TEST_F(AgentEmulatedTest, NoModeFlagRunsTheLoopAndStandaloneIsAnAlias) {
     EXPECT_EQ(be6500.at("registers").at("0x6000"), "0x80ff0114");
     EXPECT_EQ(Count(be6500, "out"), 1);
     EXPECT_THAT(agent->Text(Stream::kStderr), HasSubstr("info stopped"));
+  }
+}
+
+// ---- the persisted bundle and the host it belongs to ----
+
+// <dir>/bundle.pb as the server link persists it: version 5, one policy holding 64 us on every
+// adapter, received for `host_id`.
+void WritePersistedBundle(const std::string& dir, const std::string& host_id) {
+  v1::PersistedBundle persisted;
+  persisted.set_host_id(host_id);
+  v1::PolicyBundle* bundle = persisted.mutable_bundle();
+  bundle->set_version(5);
+  v1::Policy* policy = bundle->add_policies();
+  policy->mutable_metadata()->set_name("hold-64us");
+  policy->mutable_spec()->mutable_settings()->set_hold_us(64);
+  std::filesystem::create_directories(dir);
+  std::ofstream out(dir + "/bundle.pb", std::ios::binary);
+  ASSERT_TRUE(persisted.SerializeToOstream(&out));
+}
+
+// An agent started with another host's --state-dir (copied, or a cloned SD card) keeps the
+// built-in default until the server sends this host's bundle; its own bundle is applied while
+// the server is away. Nothing listens on 127.0.0.1:1: the server stays unreachable.
+TEST_F(AgentEmulatedTest, PersistedBundleOfAnotherHostIsNotApplied) {
+  struct Case {
+    std::string recorded_host;
+    std::string reg0;
+    std::string log;
+  };
+  for (const Case& c :
+       {Case{"pi-b", "0x80ff0114", "received for host pi-b, this agent is host pi-a"},
+        Case{"pi-a", "0x80ff0214", "applied the persisted bundle version 5"}}) {
+    SCOPED_TRACE(c.recorded_host);
+    const std::string state_dir = dir_.File("state-" + c.recorded_host);
+    WritePersistedBundle(state_dir, c.recorded_host);
+    auto agent = Standalone(LabPath("rtl8922au-superspeed"), "",
+                            {"--status-socket", "none", "--host-id", "pi-a", "--state-dir",
+                             state_dir, "--server", "127.0.0.1:1", "--insecure"});
+    ASSERT_NE(agent, nullptr);
+    ASSERT_TRUE(agent->WaitForLineContaining(Stream::kStderr, c.log, absl::Seconds(20)).ok())
+        << agent->Text(Stream::kStderr);
+    ASSERT_TRUE(
+        agent->WaitForLineContaining(Stream::kStderr, "state=applied", absl::Seconds(20)).ok())
+        << agent->Text(Stream::kStderr);
+    EXPECT_EQ(StopAndReadExit(*agent), 0);
+    EXPECT_EQ(Device(state_, "be6500").at("registers").at("0x6000"), c.reg0);
   }
 }
 
