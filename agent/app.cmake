@@ -10,12 +10,14 @@ rxfleet_library(rxfleet_agent_app
   DEPS
     rxfleet_agent_reconcile
     rxfleet_agent_status
+    rxfleet_agent_telemetry
     rxfleet_agent_metrics
     rxfleet_agent_collectors
     rxfleet_agent_experiments
     rxfleet_agent_usb
     rxfleet_agent_sysfs
     rxfleet_common
+    rxfleet_common_proto
     CLI11::CLI11
     PkgConfig::SYSTEMD
     nlohmann_json::nlohmann_json

@@ -40,7 +40,7 @@ int RunOnce(Agent& agent, rxfleet::agent::OutputFormat output) {
 
 // Runs the loop with SIGTERM/SIGINT (stop) and SIGHUP (reload) delivered through a signalfd on
 // a dedicated thread, so no work happens in signal handlers.
-int RunStandalone(Agent& agent, const sigset_t& signals) {
+int RunLoop(Agent& agent, const sigset_t& signals) {
   const int signal_fd = ::signalfd(-1, &signals, SFD_CLOEXEC);
   if (signal_fd < 0) {
     std::cerr << "rxfleet-agent: cannot receive signals (signalfd failed)\n";
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   sigset_t signals;
   sigemptyset(&signals);
   ::signal(SIGPIPE, SIG_IGN);
-  if (command.options.mode == AgentMode::kStandalone) {
+  if (command.options.mode == AgentMode::kRun) {
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGHUP);
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     link = *std::move(binding);
     link->Start();
   }
-  const int exit_code = RunStandalone(**agent, signals);
+  const int exit_code = RunLoop(**agent, signals);
   if (link != nullptr) link->Stop();
   return exit_code;
 }

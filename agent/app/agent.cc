@@ -1,28 +1,19 @@
 #include "agent/app/agent.h"
 
 #include <algorithm>
-#include <chrono>
-#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "agent/collectors/cpu_stat.h"
-#include "agent/collectors/icmp_prober.h"
-#include "agent/collectors/netdev_stats.h"
-#include "agent/collectors/sampler.h"
 #include "agent/experiments/experiment_windows.h"
-#include "agent/metrics/adapter_metrics.h"
-#include "agent/metrics/metrics_server.h"
 #include "agent/status/adapter_proto.h"
 #include "agent/status/status_server.h"
+#include "agent/telemetry/agent_telemetry.h"
 #include "common/host_labels.h"
+#include "common/proto/time.h"
 #include "common/string_view_compat.h"
-#include "google/protobuf/timestamp.pb.h"
-#include "prometheus/counter.h"
-#include "prometheus/registry.h"
 #include "rxfleet/version.h"
 #include "systemd/sd-daemon.h"
 
@@ -30,40 +21,6 @@ namespace rxfleet::agent {
 namespace {
 
 using common::ToAbslView;
-
-void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
-  const absl::Duration since_epoch = t - absl::UnixEpoch();
-  const int64_t seconds = absl::ToInt64Seconds(since_epoch);
-  out->set_seconds(seconds);
-  out->set_nanos(
-      static_cast<int32_t>(absl::ToInt64Nanoseconds(since_epoch - absl::Seconds(seconds))));
-}
-
-AdapterState MetricsState(AdapterPhase phase) {
-  switch (phase) {
-    case AdapterPhase::kApplied:
-      return AdapterState::kApplied;
-    case AdapterPhase::kPending:
-    case AdapterPhase::kDrifted:
-      return AdapterState::kPending;
-    case AdapterPhase::kAsleep:
-      return AdapterState::kAsleep;
-    case AdapterPhase::kDisabledByDriver:
-      return AdapterState::kDisabledByDriver;
-    case AdapterPhase::kUnsupported:
-      return AdapterState::kUnsupported;
-    case AdapterPhase::kStorageMode:
-      return AdapterState::kStorageMode;
-    case AdapterPhase::kOtherVendor:
-      return AdapterState::kOtherVendor;
-    case AdapterPhase::kGone:
-      return AdapterState::kGone;
-    case AdapterPhase::kError:
-    case AdapterPhase::kInvalidSettings:
-      return AdapterState::kError;
-  }
-  return AdapterState::kError;
-}
 
 std::string PolicyNames(const std::vector<common::Policy>& policies) {
   std::vector<std::string> names;
@@ -94,209 +51,6 @@ std::string LabelsText(const std::map<std::string, std::string>& labels) {
 }
 
 }  // namespace
-
-// Metrics, collectors and the Prometheus endpoint of standalone mode. Observes the manager so
-// adapter series follow every change.
-class Agent::Telemetry : public AdapterObserver {
- public:
-  Telemetry(const AgentOptions& options, LogSink log,
-            ExperimentWindowCollector::AdapterStates register_states,
-            ExperimentWindowSink window_sink)
-      : log_(std::move(log)),
-        registry_(std::make_shared<prometheus::Registry>()),
-        adapters_(*registry_),
-        netdev_(*registry_, NetdevCollectorOptions{options.sysfs_root, CollectorLog()}),
-        cpu_(*registry_, CpuCollectorOptions{options.procfs_root, {}, {}, CollectorLog()}),
-        reloads_(prometheus::BuildCounter()
-                     .Name("rxfleet_agent_policy_reloads_total")
-                     .Help("Local policy file loads after start-up, by result (success, failure)")
-                     .Register(*registry_)),
-        reload_success_(reloads_.Add({{"result", "success"}})),
-        reload_failure_(reloads_.Add({{"result", "failure"}})),
-        metric_windows_(prometheus::BuildCounter()
-                            .Name("rxfleet_agent_metric_windows_total")
-                            .Help("Experiment metric windows by result: sent (the server stream "
-                                  "accepted it), dropped (pushed out of the full queue)")
-                            .Register(*registry_)),
-        windows_sent_(metric_windows_.Add({{"result", "sent"}})),
-        windows_dropped_(metric_windows_.Add({{"result", "dropped"}})) {
-    if (!options.probe_target.empty()) {
-      IcmpProberOptions probe;
-      probe.procfs_root = options.procfs_root;
-      probe.target = options.probe_target == "gateway" ? "" : options.probe_target;
-      probe.log = CollectorLog();
-      auto prober = IcmpProber::Create(*registry_, probe);
-      if (prober.ok()) {
-        prober_ = std::move(*prober);
-      } else {
-        log_(LogLevel::kError, absl::StrCat("RTT probes disabled: ", prober.status().message()));
-      }
-    }
-    window_ = std::make_unique<WindowTracker>(&netdev_, &cpu_, prober_.get(),
-                                              WindowOptions{options.metric_window});
-    ExperimentWindowOptions experiment_options;
-    experiment_options.default_length = options.metric_window;
-    experiment_windows_ = std::make_unique<ExperimentWindowCollector>(
-        &netdev_, &cpu_, prober_.get(), std::move(register_states), std::move(window_sink),
-        experiment_options);
-    sampler_ = std::make_unique<Sampler>(
-        *registry_,
-        std::vector<Collector*>{&netdev_, &cpu_, window_.get(), experiment_windows_.get()},
-        SamplerOptions{absl::Seconds(1), CollectorLog()});
-  }
-
-  ~Telemetry() override { Stop(); }
-
-  // Starts sampling and probing, and the exporter if `address` is set. Returns the bound
-  // address ("" if disabled or failed; a failure is logged, the agent keeps running).
-  std::string Start(const std::string& address) {
-    sampler_->Start();
-    if (prober_) prober_->Start();
-    if (address.empty()) return "";
-    MetricsServerOptions server_options;
-    server_options.address = address;
-    auto server = MetricsServer::Start(server_options, registry_);
-    if (!server.ok()) {
-      log_(LogLevel::kError,
-           absl::StrCat("metrics endpoint disabled: ", server.status().message()));
-      return "";
-    }
-    server_ = std::move(*server);
-    const std::string& host = server_->host();
-    const std::string bound = host.find(':') != std::string::npos
-                                  ? absl::StrFormat("[%s]:%d", host, server_->port())
-                                  : absl::StrFormat("%s:%d", host, server_->port());
-    log_(LogLevel::kInfo, absl::StrCat("metrics endpoint on http://", bound, "/metrics"));
-    return bound;
-  }
-
-  void Stop() {
-    server_.reset();
-    if (prober_) prober_->Stop();
-    sampler_->Stop();
-  }
-
-  void CountReload(bool ok) { (ok ? reload_success_ : reload_failure_).Increment(); }
-
-  std::optional<absl::Time> NextExperimentEdge() const {
-    return experiment_windows_->cutter().NextEdge();
-  }
-
-  void SetMetricWindowLength(absl::Duration length) {
-    window_->SetLength(length);
-    experiment_windows_->cutter().SetDefaultLength(length);
-  }
-
-  void CountMetricWindow(std::string_view result) {
-    if (result == "sent") windows_sent_.Increment();
-    if (result == "dropped") windows_dropped_.Increment();
-  }
-
-  // Closes the experiment windows at this instant: with new assignments (before they can
-  // reach the registers) or without (an assignment's period ends now). Runs one sampler tick
-  // on the calling thread (serialised with the sampler's own ticks).
-  void CutExperimentWindows(
-      std::optional<std::pair<uint64_t, std::vector<ExperimentAssignment>>> assignments) {
-    const SteadyTime now = std::chrono::steady_clock::now();
-    if (assignments.has_value()) {
-      experiment_windows_->cutter().SetAssignments(assignments->first,
-                                                   std::move(assignments->second), now);
-    }
-    sampler_->RunOnce(now);
-  }
-
-  std::map<std::string, AdapterWindow> LastWindows() const { return window_->LastWindows(); }
-  uint64_t completed_windows() const { return window_->completed_windows(); }
-
-  void OnAdapterChanged(const AdapterSnapshot& s, const AdapterEvents& events,
-                        bool status_changed) override {
-    if (status_changed) {
-      AdapterLabels labels;
-      labels.adapter_id = s.id;
-      labels.chip = absl::AsciiStrToUpper(s.chip);
-      labels.vid = absl::StrFormat("%04x", s.device.vid);
-      labels.pid = absl::StrFormat("%04x", s.device.pid);
-      labels.usb_speed = std::string(common::UsbSpeedName(s.device.speed));
-      labels.port_path = s.device.port_path;
-      labels.netdev = s.netdev;
-      labels.driver = s.driver;
-      adapters_.SetAdapter(labels);
-      adapters_.SetState(s.id, MetricsState(s.phase));
-      std::optional<double> desired;
-      if (s.desired && s.desired->resolved.hold_us) {
-        desired = s.desired->resolved.hold_us->value * 1e-6;
-      }
-      adapters_.SetDesiredHold(s.id, desired);
-      std::optional<double> observed;
-      if (s.observed_reg0 && s.layout) {
-        observed = common::DecodeRxAgg(*s.layout, *s.observed_reg0).hold_us * 1e-6;
-      }
-      adapters_.SetObservedHold(s.id, observed);
-
-      std::set<std::string>& active = diagnoses_[s.id];
-      std::set<std::string> now;
-      for (const Diagnosis& d : s.diagnoses) now.insert(d.code);
-      for (const std::string& code : active) {
-        if (!now.contains(code)) adapters_.SetDiagnosis(s.id, code, false);
-      }
-      for (const std::string& code : now) adapters_.SetDiagnosis(s.id, code, true);
-      active = now;
-
-      std::map<std::string, std::string>& enrolled = experiments_[s.id];
-      std::map<std::string, std::string> current;
-      if (s.desired) current = s.desired->experiments;
-      for (const auto& [experiment, arm] : enrolled) {
-        if (!current.contains(experiment)) adapters_.SetExperimentArm(s.id, experiment, "");
-      }
-      for (const auto& [experiment, arm] : current) {
-        adapters_.SetExperimentArm(s.id, experiment, arm);
-      }
-      enrolled = current;
-
-      const bool tracked = s.present && !s.netdev.empty();
-      netdev_.UpsertAdapter(
-          NetdevSource{s.id, tracked ? s.netdev : "", tracked ? s.statistics_dir : ""});
-      if (prober_) prober_->UpsertAdapter(ProbeAdapter{s.id, tracked ? s.netdev : "", ""});
-    }
-    if (events.applied) adapters_.CountApply(s.id);
-    if (events.verified) adapters_.CountVerify(s.id);
-    if (events.drift_repaired) adapters_.CountDriftRepair(s.id);
-    if (events.failure_reason) adapters_.CountFailure(s.id, *events.failure_reason);
-  }
-
-  void OnAdapterRemoved(const std::string& adapter_id) override {
-    adapters_.RemoveAdapter(adapter_id);
-    netdev_.RemoveAdapter(adapter_id);
-    if (prober_) prober_->RemoveAdapter(adapter_id);
-    diagnoses_.erase(adapter_id);
-    experiments_.erase(adapter_id);
-  }
-
- private:
-  LogFn CollectorLog() {
-    return [log = log_](std::string_view line) { log(LogLevel::kInfo, line); };
-  }
-
-  LogSink log_;
-  std::shared_ptr<prometheus::Registry> registry_;
-  AdapterMetrics adapters_;
-  NetdevCollector netdev_;
-  CpuCollector cpu_;
-  prometheus::Family<prometheus::Counter>& reloads_;
-  prometheus::Counter& reload_success_;
-  prometheus::Counter& reload_failure_;
-  std::unique_ptr<IcmpProber> prober_;
-  prometheus::Family<prometheus::Counter>& metric_windows_;
-  prometheus::Counter& windows_sent_;
-  prometheus::Counter& windows_dropped_;
-  std::unique_ptr<WindowTracker> window_;
-  std::unique_ptr<ExperimentWindowCollector> experiment_windows_;
-  std::unique_ptr<Sampler> sampler_;
-  std::unique_ptr<MetricsServer> server_;
-  // Loop thread only (observer callbacks).
-  std::map<std::string, std::set<std::string>> diagnoses_;
-  std::map<std::string, std::map<std::string, std::string>> experiments_;
-};
 
 absl::Status ValidateHostId(const std::string& host_id) {
   auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
@@ -372,7 +126,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
     agent->local_status_.set_path(absl::StrJoin(agent->options_.policy_paths, ","));
     agent->local_status_.set_loaded(true);
     agent->local_status_.set_policy_count(static_cast<uint32_t>(policies->size()));
-    SetTime(absl::Now(), agent->local_status_.mutable_load_time());
+    *agent->local_status_.mutable_load_time() = common::TimeToProto(absl::Now());
     agent->link_status_.set_state(v1::SERVER_LINK_STATE_STANDALONE);
   }
 
@@ -391,10 +145,15 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
       *agent->source_, UsbSysfs(agent->options_.sysfs_root), std::move(manager_options));
   agent->manager_->SetHostContext(agent->labels_, agent->options_.host_id);
   agent->manager_->SetWakeCallback([raw = agent.get()] { raw->Wake(); });
-  if (agent->options_.mode == AgentMode::kStandalone) {
+  if (agent->options_.mode == AgentMode::kRun) {
     Agent* raw = agent.get();
-    agent->telemetry_ = std::make_unique<Telemetry>(
-        agent->options_, agent->log_, [raw] { return raw->RegisterStates(); },
+    TelemetryOptions telemetry;
+    telemetry.sysfs_root = agent->options_.sysfs_root;
+    telemetry.procfs_root = agent->options_.procfs_root;
+    telemetry.probe_target = agent->options_.probe_target;
+    telemetry.metric_window = agent->options_.metric_window;
+    agent->telemetry_ = std::make_unique<AgentTelemetry>(
+        telemetry, agent->log_, [raw] { return raw->RegisterStates(); },
         [raw](ExperimentWindow window) { raw->DeliverMetricWindow(std::move(window)); });
     agent->manager_->AddObserver(agent->telemetry_.get());
   }
@@ -532,17 +291,8 @@ v1::GetStatusResponse Agent::Status(bool include_gone) const {
   response.set_host_id(options_.host_id);
   for (const auto& [key, value] : labels_) (*response.mutable_labels())[key] = value;
   response.set_agent_version(kVersion);
-  SetTime(start_time_, response.mutable_start_time());
-  v1::HostInfo* info = response.mutable_host_info();
-  info->set_hostname(facts_.hostname);
-  info->set_kernel_release(facts_.kernel_release);
-  info->set_arch(facts_.arch);
-  info->set_os(facts_.os);
-  info->set_cpu_model(facts_.cpu_model);
-  info->set_cpu_count(facts_.cpu_count);
-  info->set_board_model(facts_.board_model);
-  info->set_memory_bytes(facts_.memory_bytes);
-  info->set_boot_id(facts_.boot_id);
+  *response.mutable_start_time() = common::TimeToProto(start_time_);
+  HostFactsToProto(facts_, response.mutable_host_info());
   {
     absl::MutexLock lock(&mu_);
     *response.mutable_server_link() = link_status_;
@@ -590,7 +340,7 @@ void Agent::PollLocalPolicies(bool force) {
     local_status_.set_loaded(true);
     local_status_.clear_error();
     local_status_.set_policy_count(static_cast<uint32_t>(loaded->size()));
-    SetTime(absl::Now(), local_status_.mutable_load_time());
+    *local_status_.mutable_load_time() = common::TimeToProto(absl::Now());
   }
   if (telemetry_) telemetry_->CountReload(true);
   if (!changed) return;
@@ -610,12 +360,12 @@ absl::StatusOr<std::vector<AdapterSnapshot>> Agent::RunOnce() {
 
 absl::Status Agent::Run() {
   if (telemetry_ == nullptr) {
-    return absl::FailedPreconditionError("Run() needs an agent created in standalone mode");
+    return absl::FailedPreconditionError("Run() needs an agent not created in once mode");
   }
   {
     absl::MutexLock lock(&mu_);
     log_(LogLevel::kInfo,
-         absl::StrFormat("rxfleet-agent %s standalone: host %s, labels %s, %d local policies "
+         absl::StrFormat("rxfleet-agent %s running: host %s, labels %s, %d local policies "
                          "(%s), reconcile every %s",
                          kVersion, options_.host_id, LabelsText(labels_), local_policies_.size(),
                          PolicyNames(local_policies_),

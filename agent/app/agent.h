@@ -27,15 +27,17 @@
 
 namespace rxfleet::agent {
 
+class AgentTelemetry;  // agent/telemetry/agent_telemetry.h
+
 /// How the agent runs.
 enum class AgentMode {
-  kOnce,        ///< enumerate, reconcile every adapter once, report, exit
-  kStandalone,  ///< run the reconcile loop on local policy until Stop()
+  kOnce,  ///< enumerate, reconcile every adapter once, report, exit (--once)
+  kRun,   ///< run the reconcile loop until Stop() (the default; --standalone is an alias)
 };
 
 /// Validated configuration of one agent (flags and config file already merged).
 struct AgentOptions {
-  AgentMode mode = AgentMode::kStandalone;
+  AgentMode mode = AgentMode::kRun;
   /// Host id reported to the server and the local status endpoint; 1..63 of [a-z0-9.-].
   std::string host_id;
   /// Explicit host labels (--label, config). They win over detected ones (arch, board, kernel).
@@ -52,15 +54,15 @@ struct AgentOptions {
   absl::Duration gone_retention = absl::Minutes(10);
   std::string sysfs_root = "/sys";
   std::string procfs_root = "/proc";
-  /// State that must survive restarts (the server link's last good bundle). Not touched in
-  /// standalone and once modes.
+  /// State that must survive restarts (the server link's last good bundle). Touched only with
+  /// a server link (--server).
   std::string state_dir = "/var/lib/rxfleet/agent";
-  /// Unix socket of the local status endpoint; empty = disabled. Standalone mode only.
+  /// Unix socket of the local status endpoint; empty = disabled. Not in once mode.
   std::string status_socket;
-  /// HOST:PORT of the Prometheus endpoint; empty = disabled. Standalone mode only.
+  /// HOST:PORT of the Prometheus endpoint; empty = disabled. Not in once mode.
   std::string metrics_address;
   /// ICMP RTT probes through each adapter's netdev, for metric windows: empty = off,
-  /// "gateway" = each netdev's default gateway, else an IPv4 literal. Standalone mode only.
+  /// "gateway" = each netdev's default gateway, else an IPv4 literal. Not in once mode.
   std::string probe_target;
   /// Length of the per-adapter metric windows (experiments). > 0.
   absl::Duration metric_window = absl::Seconds(60);
@@ -100,10 +102,10 @@ class Agent {
   /// pass), and return the snapshots ordered by id. Errors: the enumeration error (Internal).
   absl::StatusOr<std::vector<AdapterSnapshot>> RunOnce();
 
-  /// The standalone loop. Starts the status and metrics endpoints (a failure there is logged
-  /// and only that endpoint stays off), hotplug (else periodic rescans), collectors; then
-  /// reconciles, rescans and polls policy files until Stop(). On return hotplug is stopped, no
-  /// transfer is in flight, the status socket is removed. Returns OK after Stop().
+  /// The reconcile loop (not in once mode). Starts the status and metrics endpoints (a failure
+  /// there is logged and only that endpoint stays off), hotplug (else periodic rescans),
+  /// collectors; then reconciles, rescans and polls policy files until Stop(). On return hotplug is
+  /// stopped, no transfer is in flight, the status socket is removed. Returns OK after Stop().
   absl::Status Run();
 
   /// Makes Run() return after the adapter pass in progress. Any thread; idempotent.
@@ -147,7 +149,7 @@ class Agent {
   /// "dropped"; other words are ignored). Any thread.
   void CountMetricWindow(std::string_view result);
 
-  /// Server link state for the status answer (default: standalone).
+  /// Server link state for the status answer (default: standalone, no server link).
   void SetServerLinkStatus(v1::ServerLinkStatus status);
 
   const std::string& host_id() const { return options_.host_id; }
@@ -157,8 +159,6 @@ class Agent {
   const AgentOptions& options() const { return options_; }
 
  private:
-  class Telemetry;  // metrics registry, adapter metrics, collectors, sampler, exporter
-
   Agent(AgentOptions options, std::unique_ptr<DeviceSource> source, LogSink log);
   void PollLocalPolicies(bool force);
   void DeliverMetricWindow(ExperimentWindow window);
@@ -174,7 +174,7 @@ class Agent {
   std::map<std::string, std::string> labels_;
   LocalPolicyFiles local_files_;
   std::unique_ptr<AdapterManager> manager_;
-  std::unique_ptr<Telemetry> telemetry_;
+  std::unique_ptr<AgentTelemetry> telemetry_;  // null in once mode
   std::vector<AdapterObserver*> observers_;
   const absl::Time start_time_;
 

@@ -30,8 +30,10 @@ constexpr char kDescription[] =
     "transfers; other USB devices are reported, never touched.";
 
 constexpr char kFooter[] =
-    "Modes: --once reconciles every adapter once and prints a report; --standalone runs the "
-    "reconcile loop on local policy until SIGTERM/SIGINT (SIGHUP reloads policy files).\n"
+    "Modes: without --once the agent runs the reconcile loop until SIGTERM/SIGINT (SIGHUP "
+    "reloads policy files), on local policy files and built-in defaults, and with --server also "
+    "on the server's policies and experiments; --standalone is accepted as another name for "
+    "this. --once reconciles every adapter once, prints a report and exits.\n"
     "Exit codes: 0 ok (also when adapters are unsupported or there are none), 1 fatal runtime "
     "error (e.g. libusb cannot start), 2 usage, config or policy file error.\n"
     "Documentation: docs/AGENT.md";
@@ -206,8 +208,8 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
       app.add_flag("--once", once, "Reconcile every adapter once, print a report and exit");
   CLI::Option* standalone_flag =
       app.add_flag("--standalone", standalone,
-                   "Run the reconcile loop with local policy files and built-in defaults until "
-                   "SIGTERM/SIGINT");
+                   "Run the reconcile loop until SIGTERM/SIGINT: the default, accepted as an "
+                   "alias (also with --server)");
   once_flag->excludes(standalone_flag);
   app.add_option("-o,--output", output, "--once report format: table (default) or json")
       ->check(CLI::IsMember({"table", "json"}));
@@ -233,13 +235,13 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
                  "/var/lib/rxfleet/agent)");
   app.add_option("--status-socket", status_socket,
                  "Local status gRPC Unix socket, or none (default /run/rxfleet/agent.sock; "
-                 "--standalone only)");
+                 "not with --once)");
   app.add_option("--metrics-address", metrics_address,
                  absl::StrCat("Prometheus endpoint HOST:PORT, or none (default ",
-                              common::ToAbslView(kDefaultMetricsAddress), "; --standalone only)"));
+                              common::ToAbslView(kDefaultMetricsAddress), "; not with --once)"));
   app.add_option("--server", server,
-                 "rxfleet-server HOST:PORT to take policy bundles from over TLS (--standalone "
-                 "only); the last good bundle is kept in --state-dir");
+                 "rxfleet-server HOST:PORT to take policy bundles from over TLS (not with "
+                 "--once); the last good bundle is kept in --state-dir");
   app.add_option("--tls-ca", tls.ca_file,
                  "With --server: CA certificate that signs the server's (PEM)");
   app.add_option("--tls-cert", tls.cert_file,
@@ -249,7 +251,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
                "With --server: plaintext, no certificates (servers started with --insecure)");
   app.add_option("--probe-target", probe_target,
                  "ICMP RTT probes through each adapter: gateway (default: the netdev's IPv4 "
-                 "default gateway), an IPv4 address, or none (--standalone only)");
+                 "default gateway), an IPv4 address, or none (not with --once)");
 
   try {
     app.parse(argc, argv);
@@ -271,9 +273,10 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
     err << "rxfleet-agent: " << message << "\n";
     return kExitUsage;
   };
-  if (!once && !standalone) return usage("choose a mode: --standalone or --once (see --help)");
   if (!once && app.count("--output") > 0) return usage("--output only applies to --once");
-  if (once && !server.empty()) return usage("--server only applies to --standalone");
+  if (once && !server.empty()) {
+    return usage("--server runs the loop under the server; it cannot be combined with --once");
+  }
   const bool any_tls = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
   if (server.empty() && (insecure || any_tls)) {
     return usage("--insecure and --tls-* only apply with --server");
@@ -292,7 +295,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
 
   CommandLine command;
   AgentOptions& o = command.options;
-  o.mode = once ? AgentMode::kOnce : AgentMode::kStandalone;
+  o.mode = once ? AgentMode::kOnce : AgentMode::kRun;
   o.status_socket = kDefaultStatusSocket;
   o.metrics_address = std::string(kDefaultMetricsAddress);
   o.probe_target = "gateway";

@@ -23,7 +23,7 @@ enum class OutputFormat { kTable, kJson };
 struct CommandLine {
   AgentOptions options;
   OutputFormat output = OutputFormat::kTable;
-  /// --server HOST:PORT of rxfleet-server (--standalone only); empty = local policies only.
+  /// --server HOST:PORT of rxfleet-server (not with --once); empty = local policies only.
   std::string server;
   /// --tls-ca/--tls-cert/--tls-key for the server link (all three required with --server
   /// unless --insecure); unset = plaintext (--insecure).

@@ -156,4 +156,16 @@ HostFacts ReadHostFacts(const std::string& procfs_root, const UnameInfo& uname) 
   return facts;
 }
 
+void HostFactsToProto(const HostFacts& facts, v1::HostInfo* out) {
+  out->set_hostname(facts.hostname);
+  out->set_kernel_release(facts.kernel_release);
+  out->set_arch(facts.arch);
+  out->set_os(facts.os);
+  out->set_cpu_model(facts.cpu_model);
+  out->set_cpu_count(facts.cpu_count);
+  out->set_board_model(facts.board_model);
+  out->set_memory_bytes(facts.memory_bytes);
+  out->set_boot_id(facts.boot_id);
+}
+
 }  // namespace rxfleet::agent

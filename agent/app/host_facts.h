@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "rxfleet/v1/host.pb.h"
+
 namespace rxfleet::agent {
 
 /// What uname(2) reports; injectable so label detection is testable.
@@ -34,6 +36,9 @@ struct HostFacts {
 
 /// Reads HostFacts from `procfs_root` ("/proc"), /etc/os-release and `uname`.
 HostFacts ReadHostFacts(const std::string& procfs_root, const UnameInfo& uname);
+
+/// Copies `facts` into `out` (the Hello's and the local status answer's host_info).
+void HostFactsToProto(const HostFacts& facts, v1::HostInfo* out);
 
 /// Turns text into a valid label value (common::ValidateLabelValue): characters outside
 /// [A-Za-z0-9._-] become '-', runs of '-' collapse, leading/trailing non-alphanumerics are

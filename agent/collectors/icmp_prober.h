@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/collectors/collector.h"
+#include "agent/collectors/icmp_route.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -22,16 +24,6 @@
 #include "prometheus/registry.h"
 
 namespace rxfleet::agent {
-
-/// Finds the IPv4 default gateway of `netdev` in /proc/net/route text (the kernel's FIB dump:
-/// a header line, then "Iface Destination Gateway Flags RefCnt Use Metric Mask MTU Window IRTT"
-/// per route, addresses as 8 hex digits of the in-memory 32-bit value, i.e. byte-reversed on the
-/// little-endian hosts the agent runs on: "010200C0" is 192.0.2.1). A default route has
-/// Destination 0, Mask 0 and flags RTF_UP|RTF_GATEWAY; among several, the lowest Metric wins.
-/// Returns the gateway as a dotted quad ("192.0.2.1"). Errors: NotFound if `netdev` has no
-/// default route; InvalidArgument if the text has no header or a route line is malformed.
-absl::StatusOr<std::string> DefaultGatewayFromRoutes(std::string_view route_text,
-                                                     std::string_view netdev);
 
 /// Per-adapter prober state, exported as rxfleet_adapter_probe_state{adapter,state} (1 for the
 /// current value, 0 for the others) and logged once on every change.
@@ -108,11 +100,12 @@ absl::Status ValidateIcmpProberOptions(const IcmpProberOptions& options);
 
 /// Active ICMP echo prober, one echo request per adapter per round, on its own thread.
 ///
-/// Sockets: an unprivileged ICMP datagram socket (socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP),
-/// allowed when the agent's group is inside net.ipv4.ping_group_range) is tried first, then a
-/// raw socket (needs CAP_NET_RAW). Each adapter's socket is bound to its netdev with
-/// SO_BINDTODEVICE and kept open across rounds (re-opened after errors). RTTs use kernel
-/// receive timestamps (SO_TIMESTAMPNS) when available.
+/// Sockets (agent/collectors/icmp_socket.h): an unprivileged ICMP datagram socket (socket(AF_INET,
+/// SOCK_DGRAM, IPPROTO_ICMP), allowed when the agent's group is inside net.ipv4.ping_group_range)
+/// is tried first, then a raw socket (needs CAP_NET_RAW). Each adapter's socket is bound to its
+/// netdev with SO_BINDTODEVICE and kept open across rounds (re-opened after errors). RTTs use
+/// kernel receive timestamps (SO_TIMESTAMPNS) when available. Packets: icmp_packet.h; default
+/// gateways: icmp_route.h.
 ///
 /// Series (label `adapter`; see docs/METRICS.md):
 ///   rxfleet_adapter_rtt_seconds              histogram, buckets 0.1 ms .. 100 ms
@@ -179,6 +172,13 @@ class IcmpProber {
 
   IcmpProber(prometheus::Registry& registry, IcmpProberOptions options);
   void Loop();
+  // The steps of ProbeOnce: snapshot the adapters, resolve and send, wait for the replies (or
+  // Stop()), apply the outcomes to the adapters and their series.
+  std::vector<Probe> SnapshotRound();
+  void SendProbe(Probe& probe, GatewayLookup& gateways, std::mt19937& rng);
+  void CollectReplies(std::vector<Probe>& probes);
+  void ReadReplies(Probe& probe);
+  void FinishRound(std::vector<Probe>& probes);
   void UpsertLocked(const ProbeAdapter& adapter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(std::string_view adapter_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetStateLocked(Adapter& adapter, ProbeState state, std::string_view detail)

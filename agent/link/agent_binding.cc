@@ -36,16 +36,7 @@ v1::Hello AgentHello(const Agent& agent) {
   if (!agent.options().metrics_address.empty()) {
     hello.set_metrics_address(ReachableAddress(agent.options().metrics_address, facts.hostname));
   }
-  v1::HostInfo* info = hello.mutable_host_info();
-  info->set_hostname(facts.hostname);
-  info->set_kernel_release(facts.kernel_release);
-  info->set_arch(facts.arch);
-  info->set_os(facts.os);
-  info->set_cpu_model(facts.cpu_model);
-  info->set_cpu_count(facts.cpu_count);
-  info->set_board_model(facts.board_model);
-  info->set_memory_bytes(facts.memory_bytes);
-  info->set_boot_id(facts.boot_id);
+  HostFactsToProto(facts, hello.mutable_host_info());
   return hello;
 }
 

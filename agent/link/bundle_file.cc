@@ -49,7 +49,8 @@ bool WriteAll(int fd, const std::string& data) {
 
 }  // namespace
 
-absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bundle) {
+absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bundle,
+                             const std::string& host_id) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
@@ -60,8 +61,11 @@ absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bu
   } else if (ec) {
     return ErrnoStatus(ec.value(), absl::StrCat("cannot create ", dir.string()));
   }
+  v1::PersistedBundle persisted;
+  persisted.set_host_id(host_id);
+  *persisted.mutable_bundle() = bundle;
   std::string data;
-  if (!bundle.SerializeToString(&data)) {
+  if (!persisted.SerializeToString(&data)) {
     return absl::InternalError("cannot serialise the bundle");
   }
   const std::string temp = absl::StrCat(path, ".tmp");
@@ -93,7 +97,7 @@ absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bu
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::PolicyBundle> ReadBundleFile(const std::string& path) {
+absl::StatusOr<v1::PersistedBundle> ReadBundleFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (!std::filesystem::exists(path)) {
@@ -103,11 +107,21 @@ absl::StatusOr<v1::PolicyBundle> ReadBundleFile(const std::string& path) {
   }
   std::ostringstream contents;
   contents << in.rdbuf();
-  v1::PolicyBundle bundle;
-  if (!bundle.ParseFromString(contents.str())) {
-    return absl::DataLossError(absl::StrCat(path, " is not a PolicyBundle"));
+  v1::PersistedBundle persisted;
+  if (persisted.ParseFromString(contents.str()) && persisted.has_bundle()) return persisted;
+  // Written before host ids were recorded: a bare PolicyBundle.
+  persisted.Clear();
+  if (!persisted.mutable_bundle()->ParseFromString(contents.str())) {
+    return absl::DataLossError(absl::StrCat(path, " is not a persisted bundle"));
   }
-  return bundle;
+  return persisted;
+}
+
+PersistedBundleOwner OwnerOfPersistedBundle(const v1::PersistedBundle& persisted,
+                                            std::string_view host_id) {
+  if (persisted.host_id().empty()) return PersistedBundleOwner::kUnrecorded;
+  return persisted.host_id() == host_id ? PersistedBundleOwner::kThisHost
+                                        : PersistedBundleOwner::kOtherHost;
 }
 
 absl::StatusOr<ServerBundle> ServerBundleFromProto(const v1::PolicyBundle& bundle) {

@@ -73,29 +73,54 @@ void ServerLink::Start() {
     if (started_) return;
     started_ = true;
   }
-  if (!options_.state_dir.empty()) {
-    absl::StatusOr<v1::PolicyBundle> persisted = ReadBundleFile(BundlePath());
-    if (persisted.ok()) {
-      absl::StatusOr<ServerBundle> bundle = ServerBundleFromProto(*persisted);
-      absl::Status applied = bundle.ok() ? sink_->ApplyServerBundle(*bundle) : bundle.status();
-      if (applied.ok()) {
-        Log(LogLevel::kInfo, absl::StrCat("applied the persisted bundle version ",
-                                          persisted->version(), " from ", BundlePath()));
-        absl::MutexLock lock(&mu_);
-        status_.set_active_bundle_version(persisted->version());
-        status_.clear_active_bundle_nonce();
-        status_.set_active_bundle_origin(v1::BUNDLE_ORIGIN_PERSISTED);
-      } else {
-        Log(LogLevel::kWarning,
-            absl::StrCat("ignoring the persisted bundle ", BundlePath(), ": ", applied.message()));
-      }
-    } else if (!absl::IsNotFound(persisted.status())) {
+  if (!options_.state_dir.empty()) ApplyPersistedBundle();
+  PublishStatus();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ServerLink::ApplyPersistedBundle() {
+  absl::StatusOr<v1::PersistedBundle> persisted = ReadBundleFile(BundlePath());
+  if (!persisted.ok()) {
+    if (!absl::IsNotFound(persisted.status())) {
       Log(LogLevel::kWarning,
           absl::StrCat("ignoring the persisted bundle: ", persisted.status().message()));
     }
+    return;
   }
-  PublishStatus();
-  thread_ = std::thread([this] { Loop(); });
+  const std::string& host_id = options_.hello.host_id();
+  switch (OwnerOfPersistedBundle(*persisted, host_id)) {
+    case PersistedBundleOwner::kOtherHost:
+      Log(LogLevel::kError,
+          absl::StrCat("not applying the persisted bundle version ", persisted->bundle().version(),
+                       " in ", BundlePath(), ": it was received for host ", persisted->host_id(),
+                       ", this agent is host ", host_id,
+                       " (was --state-dir copied from another host?); the local policies and "
+                       "built-in defaults apply until the server sends a bundle, which "
+                       "replaces the file"));
+      return;
+    case PersistedBundleOwner::kUnrecorded:
+      Log(LogLevel::kWarning,
+          absl::StrCat("the persisted bundle version ", persisted->bundle().version(), " in ",
+                       BundlePath(),
+                       " records no host id (written by an older agent); applying it as host ",
+                       host_id, "'s until the server sends a bundle, which records the host id"));
+      break;
+    case PersistedBundleOwner::kThisHost:
+      break;
+  }
+  absl::StatusOr<ServerBundle> bundle = ServerBundleFromProto(persisted->bundle());
+  absl::Status applied = bundle.ok() ? sink_->ApplyServerBundle(*bundle) : bundle.status();
+  if (!applied.ok()) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("ignoring the persisted bundle ", BundlePath(), ": ", applied.message()));
+    return;
+  }
+  Log(LogLevel::kInfo, absl::StrCat("applied the persisted bundle version ",
+                                    persisted->bundle().version(), " from ", BundlePath()));
+  absl::MutexLock lock(&mu_);
+  status_.set_active_bundle_version(persisted->bundle().version());
+  status_.clear_active_bundle_nonce();
+  status_.set_active_bundle_origin(v1::BUNDLE_ORIGIN_PERSISTED);
 }
 
 void ServerLink::Stop() {
@@ -331,7 +356,8 @@ void ServerLink::HandleBundle(const v1::PolicyBundle& bundle) {
   v1::AgentMessage reply;
   if (applied.ok()) {
     if (!options_.state_dir.empty()) {
-      if (absl::Status saved = WriteBundleFile(BundlePath(), bundle); !saved.ok()) {
+      if (absl::Status saved = WriteBundleFile(BundlePath(), bundle, options_.hello.host_id());
+          !saved.ok()) {
         Log(LogLevel::kWarning,
             absl::StrCat("bundle version ", bundle.version(),
                          " applied but not persisted (a restart without the server falls back "

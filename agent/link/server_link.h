@@ -8,7 +8,9 @@
 // ServerConfig.report_interval. Each PolicyBundle is converted and handed to the BundleSink
 // (the Agent): applied -> persisted to <state-dir>/bundle.pb (atomic) and ACKed; rejected ->
 // NACKed with the reason while the last good bundle stays in force. At Start() the persisted
-// bundle is applied, so a restarted agent keeps the server's settings while the server is away.
+// bundle is applied, so a restarted agent keeps the server's settings while the server is away;
+// the file records the host id it was received for, and a bundle of another host (a state
+// directory copied from elsewhere) is not applied (logged; see PersistedBundleOwner).
 //
 // Reconnects: every attempt uses a fresh channel; after a failed or ended stream the link waits
 // an exponential backoff (1 s doubling to 60 s by default) scaled by a random factor in
@@ -108,8 +110,9 @@ class ServerLink {
   ServerLink(const ServerLink&) = delete;
   ServerLink& operator=(const ServerLink&) = delete;
 
-  /// Applies the persisted bundle if there is one (a rejected or unreadable file is logged and
-  /// ignored), then starts the connection thread. Call once.
+  /// Applies the persisted bundle if there is one and it is this host's or records no host (a
+  /// rejected, unreadable or other host's file is logged and ignored), then starts the
+  /// connection thread. Call once.
   void Start();
   /// Cancels the stream and joins the thread. Idempotent.
   void Stop();
@@ -144,6 +147,9 @@ class ServerLink {
   void WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream,
                  grpc::ClientContext* context);
   void HandleBundle(const v1::PolicyBundle& bundle);
+  /// Start(): applies <state-dir>/bundle.pb unless it is missing, unreadable, invalid or
+  /// another host's (each logged).
+  void ApplyPersistedBundle();
   std::string BundlePath() const;
 
   const ServerLinkOptions options_;

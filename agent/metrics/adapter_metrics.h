@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/reconcile/failure_reason.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -56,27 +57,6 @@ inline constexpr AdapterState kAllAdapterStates[] = {
 std::string_view AdapterStateName(AdapterState state);
 /// Inverse of AdapterStateName (exact match); nullopt for anything else.
 std::optional<AdapterState> ParseAdapterState(std::string_view name);
-
-/// Bounded set of failure reasons, the values of rxfleet_adapter_failures_total{reason}.
-/// Anything else passed to CountFailure is counted as "other".
-inline constexpr std::string_view kFailureReasons[] = {
-    "permission_denied",  // PermissionDenied: no access to the USB device node
-    "no_device",          // Unavailable: device vanished mid-operation
-    "timeout",            // DeadlineExceeded: control transfer timed out
-    "stall",              // FailedPrecondition: control transfer stalled (PIPE)
-    "unsupported",        // Unimplemented: operation not supported by device/backend
-    "invalid_policy",     // InvalidArgument: desired settings rejected
-    "verify_mismatch",    // read-back differs from what was written
-    "io",                 // any other USB I/O error
-    "other",
-};
-
-/// Maps a Status from the device layer to a failure reason, following the translation in
-/// agent/usb/libusb_status.h: PermissionDenied -> permission_denied, Unavailable -> no_device,
-/// DeadlineExceeded -> timeout, FailedPrecondition -> stall, Unimplemented -> unsupported,
-/// InvalidArgument -> invalid_policy, DataLoss/Internal/Unknown -> io, anything else -> other.
-/// (verify_mismatch is the caller's to choose.) OK maps to "other".
-std::string_view FailureReasonFromStatus(const absl::Status& status);
 
 /// Adapter and policy state for the reconcile loop. Thread-safe; every method is cheap (no I/O)
 /// and may be called on every reconcile pass.

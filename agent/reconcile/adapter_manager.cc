@@ -1,12 +1,13 @@
 #include "agent/reconcile/adapter_manager.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/metrics/adapter_metrics.h"
 #include "agent/reconcile/reconciler.h"
+#include "agent/reconcile/transition.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
 #include "common/usb_speed.h"
@@ -15,8 +16,6 @@ namespace rxfleet::agent {
 namespace {
 
 using common::ToAbslView;
-
-std::string Hex32(uint32_t word) { return absl::StrFormat("0x%08x", word); }
 
 std::string HoldText(const DesiredSettings& desired) {
   if (!desired.resolved.hold_us) return "hold unchanged";
@@ -192,15 +191,7 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   r.snap.layout =
       assessment.chip != nullptr ? std::optional(assessment.chip->layout) : std::nullopt;
   r.snap.present = true;
-  if (auto netdev = sysfs_.Netdev(device.port_path)) {
-    r.snap.netdev = netdev->name;
-    r.snap.driver = netdev->driver;
-    r.snap.statistics_dir = netdev->statistics_dir;
-  } else {
-    r.snap.netdev.clear();
-    r.snap.driver.clear();
-    r.snap.statistics_dir.clear();
-  }
+  RefreshNetdev(r);
   r.last_verified.reset();
   r.backoff.Reset();
   r.gone_at = absl::InfiniteFuture();
@@ -245,6 +236,13 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   r.snap.message = std::move(message);
   r.logged_key.clear();  // a (re-)arrival is always worth a line
   Publish(r, {});
+}
+
+void AdapterManager::RefreshNetdev(Record& r) const {
+  std::optional<UsbSysfs::NetdevInfo> netdev = sysfs_.Netdev(r.snap.device.port_path);
+  r.snap.netdev = netdev ? netdev->name : "";
+  r.snap.driver = netdev ? netdev->driver : "";
+  r.snap.statistics_dir = netdev ? netdev->statistics_dir : "";
 }
 
 void AdapterManager::MarkGone(Record& r, std::string_view reason, std::string message) {
@@ -353,17 +351,8 @@ void AdapterManager::Reconcile(Record& r) {
   const absl::Time mono = MonoNow();
   const absl::Time wall = WallNow();
   const common::RxAggLayout layout = *r.snap.layout;
-  const AdapterPhase previous_phase = r.snap.phase;
 
-  if (auto netdev = sysfs_.Netdev(r.snap.device.port_path)) {
-    r.snap.netdev = netdev->name;
-    r.snap.driver = netdev->driver;
-    r.snap.statistics_dir = netdev->statistics_dir;
-  } else {
-    r.snap.netdev.clear();
-    r.snap.driver.clear();
-    r.snap.statistics_dir.clear();
-  }
+  RefreshNetdev(r);
 
   std::shared_ptr<const PolicySet> policies;
   common::AdapterAttributes attributes;
@@ -382,162 +371,81 @@ void AdapterManager::Reconcile(Record& r) {
   const common::RxAggSettings settings = desired.Settings();
   r.snap.desired = desired;
 
-  AdapterEvents events;
-  auto set_phase = [&](AdapterPhase phase, std::string reason, std::string message) {
-    if (phase != r.snap.phase) r.snap.phase_since = wall;
-    r.snap.phase = phase;
-    r.snap.reason = std::move(reason);
-    r.snap.message = std::move(message);
-  };
-  auto fail = [&](const absl::Status& status, std::string_view reason_word, std::string_view what) {
-    const std::string failure(FailureReasonFromStatus(status));
-    events.failure_reason = failure;
-    r.snap.last_failure_reason = failure;
-    ++r.snap.counters.failures;
-    if (absl::IsUnavailable(status)) {
-      MarkGone(r, "DeviceGone", absl::StrCat(ToAbslView(what), ": ", status.message()));
-      rescan_requested_ = true;
-      return;
-    }
-    const absl::Duration delay = r.backoff.NextDelay();
-    r.next_due = mono + delay;
-    set_phase(AdapterPhase::kError, std::string(reason_word),
-              absl::StrFormat("%s (%s): %s; retry in %s", what, failure, status.message(),
-                              absl::FormatDuration(delay)));
-  };
+  TransitionInput in;
+  in.phase = r.snap.phase;
+  in.last_verified = r.last_verified;
+  in.reg0_address = common::GetRxAggLayoutSpec(layout).reg0_address;
+  in.hold_text = HoldText(desired);
+  in.bundle_version = desired.bundle_version;
+  in.reconcile_period = options_.reconcile_period;
+  in.backoff_delay = r.backoff.PeekDelay();
+  const absl::Time repair_at = r.limiter.NextAvailable(mono);
+  in.drift_repair_wait = std::max(absl::ZeroDuration(), repair_at - mono);
+  in.drift_repair = options_.drift_repair;
 
   if (absl::Status valid = common::ValidateRxAggSettingsForLayout(layout, settings); !valid.ok()) {
-    if (previous_phase != AdapterPhase::kInvalidSettings) {
-      events.failure_reason = "invalid_policy";
-      r.snap.last_failure_reason = "invalid_policy";
-      ++r.snap.counters.failures;
-    }
-    r.next_due = absl::InfiniteFuture();
-    set_phase(AdapterPhase::kInvalidSettings, "InvalidSettings",
-              absl::StrCat("desired settings are not valid on layout ",
-                           ToAbslView(common::RxAggLayoutName(layout)), ": ", valid.message(),
-                           "; waiting for a policy change"));
-    Publish(r, events);
+    Apply(r, InvalidSettingsTransition(in, layout, valid), mono, wall);
     return;
   }
-
   absl::StatusOr<std::unique_ptr<RegisterIo>> io =
       source_.OpenRegisterIo(r.snap.device, common::RxAggRegisterAddresses(layout));
   if (!io.ok()) {
-    fail(io.status(), "OpenFailed", "cannot open the device");
-    Publish(r, events);
+    Apply(r, FailedTransition(in, io.status(), "OpenFailed", "cannot open the device"), mono, wall);
     return;
   }
-  StepInput input;
-  input.layout = layout;
-  input.desired = settings;
-  input.last_verified = r.last_verified;
-  input.drift_repair_allowed = r.limiter.NextAvailable(mono) <= mono;
-  const StepResult step = ReconcileRegisters(**io, input);
+  StepInput step_input;
+  step_input.layout = layout;
+  step_input.desired = settings;
+  step_input.last_verified = r.last_verified;
+  step_input.drift_repair_allowed = repair_at <= mono;
+  const StepResult step = ReconcileRegisters(**io, step_input);
   io->reset();  // close the handle right away: an open handle keeps libusb polling
-
-  const uint32_t address = common::GetRxAggLayoutSpec(layout).reg0_address;
   if (step.observed) {
     r.snap.observed_reg0 = step.observed;
     r.snap.observed_time = wall;
   }
-  if (step.verified) {
-    events.verified = true;
-    ++r.snap.counters.verifies;
-  }
-  if (step.wrote) {
-    events.applied = true;
+  Apply(r, StepTransition(in, step), mono, wall);
+}
+
+void AdapterManager::Apply(Record& r, const AdapterTransition& t, absl::Time mono,
+                           absl::Time wall) {
+  const AdapterEvents& events = t.events;
+  if (events.verified) ++r.snap.counters.verifies;
+  if (events.applied) {
     ++r.snap.counters.applies;
     r.snap.last_apply_time = wall;
   }
-
-  switch (step.outcome) {
-    case StepOutcome::kInSync:
-      r.last_verified = step.observed;
+  if (events.drift_repaired) ++r.snap.counters.drift_repairs;
+  if (events.asleep) ++r.snap.counters.asleep;
+  if (events.failure_reason) {
+    r.snap.last_failure_reason = *events.failure_reason;
+    ++r.snap.counters.failures;
+  }
+  if (t.gone) {
+    MarkGone(r, t.phase->reason, t.phase->message);
+    rescan_requested_ = true;
+    Publish(r, events);
+    return;
+  }
+  switch (t.backoff) {
+    case BackoffAction::kKeep:
+      break;
+    case BackoffAction::kReset:
       r.backoff.Reset();
-      r.next_due = mono + options_.reconcile_period;
-      r.snap.applied_bundle_version = desired.bundle_version;
-      if (previous_phase != AdapterPhase::kApplied) {
-        set_phase(AdapterPhase::kApplied, "AlreadyInSync",
-                  absl::StrFormat("0x%04x = %s already as desired: %s", address,
-                                  Hex32(*step.observed), HoldText(desired)));
-      }
       break;
-    case StepOutcome::kApplied:
-    case StepOutcome::kDriftRepaired: {
-      const bool drift = step.outcome == StepOutcome::kDriftRepaired;
-      r.last_verified = step.observed;
-      r.backoff.Reset();
-      r.next_due = mono + options_.reconcile_period;
-      r.snap.applied_bundle_version = desired.bundle_version;
-      std::string before = "?";
-      if (drift && input.last_verified) before = Hex32(*input.last_verified);
-      if (drift) {
-        r.limiter.TryAcquire(mono);
-        events.drift_repaired = true;
-        ++r.snap.counters.drift_repairs;
-        set_phase(AdapterPhase::kApplied, "DriftRepaired",
-                  absl::StrFormat("0x%04x had drifted from %s; wrote %s and verified: %s", address,
-                                  before, Hex32(*step.target), HoldText(desired)));
-      } else {
-        set_phase(AdapterPhase::kApplied, "Applied",
-                  absl::StrFormat("0x%04x: wrote %s and verified: %s", address, Hex32(*step.target),
-                                  HoldText(desired)));
-      }
+    case BackoffAction::kAdvance:
+      r.backoff.NextDelay();
       break;
-    }
-    case StepOutcome::kDriftHeld: {
-      const absl::Time next = r.limiter.NextAvailable(mono);
-      r.next_due = next;
-      set_phase(AdapterPhase::kDrifted, "DriftRateLimited",
-                absl::StrFormat("0x%04x changed to %s (verified %s); repairs are rate limited "
-                                "(%d per %s), next in %s",
-                                address, Hex32(*step.observed),
-                                input.last_verified ? Hex32(*input.last_verified) : "?",
-                                options_.drift_repair.burst,
-                                absl::FormatDuration(options_.drift_repair.refill),
-                                absl::FormatDuration(next - mono)));
-      break;
-    }
-    case StepOutcome::kAsleep:
-      events.asleep = true;
-      ++r.snap.counters.asleep;
-      r.backoff.Reset();
-      r.next_due = mono + options_.reconcile_period;
-      set_phase(AdapterPhase::kAsleep, "Asleep",
-                absl::StrFormat("0x%04x reads a sleep pattern (chip asleep or clock-gated); not "
-                                "written, retrying every %s",
-                                address, absl::FormatDuration(options_.reconcile_period)));
-      break;
-    case StepOutcome::kDisabledByDriver:
-      r.last_verified.reset();
-      r.backoff.Reset();
-      r.next_due = mono + options_.reconcile_period;
-      set_phase(AdapterPhase::kDisabledByDriver, "DisabledByDriver",
-                absl::StrFormat("0x%04x = %s: %s", address, Hex32(*step.observed),
-                                step.status.message()));
-      break;
-    case StepOutcome::kInvalidSettings:
-      r.next_due = absl::InfiniteFuture();
-      set_phase(AdapterPhase::kInvalidSettings, "InvalidSettings",
-                absl::StrCat(step.status.message(), "; waiting for a policy change"));
-      break;
-    case StepOutcome::kVerifyMismatch: {
-      r.last_verified.reset();
-      events.failure_reason = "verify_mismatch";
-      r.snap.last_failure_reason = "verify_mismatch";
-      ++r.snap.counters.failures;
-      const absl::Duration delay = r.backoff.NextDelay();
-      r.next_due = mono + delay;
-      set_phase(
-          AdapterPhase::kError, "VerifyMismatch",
-          absl::StrFormat("%s; retry in %s", step.status.message(), absl::FormatDuration(delay)));
-      break;
-    }
-    case StepOutcome::kDeviceError:
-      fail(step.status, "TransferFailed",
-           step.wrote ? "verify read failed" : (step.writes > 0 ? "write failed" : "read failed"));
-      break;
+  }
+  if (t.take_repair_token) r.limiter.TryAcquire(mono);
+  if (t.last_verified) r.last_verified = *t.last_verified;
+  if (t.applied_bundle_version) r.snap.applied_bundle_version = *t.applied_bundle_version;
+  r.next_due = t.requeue_after ? mono + *t.requeue_after : absl::InfiniteFuture();
+  if (t.phase) {
+    if (t.phase->phase != r.snap.phase) r.snap.phase_since = wall;
+    r.snap.phase = t.phase->phase;
+    r.snap.reason = t.phase->reason;
+    r.snap.message = t.phase->message;
   }
   Publish(r, events);
 }

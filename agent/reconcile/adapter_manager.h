@@ -17,6 +17,7 @@
 #include "agent/reconcile/backoff.h"
 #include "agent/reconcile/log.h"
 #include "agent/reconcile/policy_set.h"
+#include "agent/reconcile/transition.h"
 #include "agent/sysfs/usb_sysfs.h"
 #include "agent/usb/device_source.h"
 
@@ -126,8 +127,12 @@ class AdapterManager {
   struct Record;
 
   void Upsert(const UsbDeviceInfo& device);
+  /// Netdev, driver and statistics directory of the record's port path, from sysfs.
+  void RefreshNetdev(Record& record) const;
   void MarkGone(Record& record, std::string_view reason, std::string message);
   void Reconcile(Record& record);
+  /// Applies a pass's transition (agent/reconcile/transition.h) to the record and publishes it.
+  void Apply(Record& record, const AdapterTransition& transition, absl::Time mono, absl::Time wall);
   void Publish(Record& record, const AdapterEvents& events);
   void LogTransition(Record& record);
   Record* FindPresentByLocation(uint8_t bus, uint8_t devnum);

@@ -19,11 +19,15 @@ Backoff::Backoff(BackoffPolicy policy) : policy_(policy) {
 }
 
 absl::Duration Backoff::NextDelay() {
-  const uint32_t exponent = failures_;
+  const absl::Duration delay = PeekDelay();
   if (failures_ < UINT32_MAX) ++failures_;
-  // initial * multiplier^exponent, computed in floating point and clamped before converting so
+  return delay;
+}
+
+absl::Duration Backoff::PeekDelay() const {
+  // initial * multiplier^failures, computed in floating point and clamped before converting so
   // that large exponents cannot overflow.
-  const double factor = std::pow(policy_.multiplier, static_cast<double>(exponent));
+  const double factor = std::pow(policy_.multiplier, static_cast<double>(failures_));
   const double max_factor = absl::FDivDuration(policy_.max, policy_.initial);
   if (!(factor < max_factor)) return policy_.max;
   return std::min(policy_.max, policy_.initial * factor);

@@ -27,6 +27,9 @@ class Backoff {
   /// Records one more consecutive failure and returns the delay before the next attempt.
   absl::Duration NextDelay();
 
+  /// The delay NextDelay() would return now, without recording a failure.
+  absl::Duration PeekDelay() const;
+
   /// Forgets the failures (after a success).
   void Reset() { failures_ = 0; }
 

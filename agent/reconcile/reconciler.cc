@@ -5,30 +5,6 @@
 
 namespace rxfleet::agent {
 
-std::string_view StepOutcomeName(StepOutcome outcome) {
-  switch (outcome) {
-    case StepOutcome::kInSync:
-      return "in_sync";
-    case StepOutcome::kApplied:
-      return "applied";
-    case StepOutcome::kDriftRepaired:
-      return "drift_repaired";
-    case StepOutcome::kDriftHeld:
-      return "drift_held";
-    case StepOutcome::kAsleep:
-      return "asleep";
-    case StepOutcome::kDisabledByDriver:
-      return "disabled_by_driver";
-    case StepOutcome::kInvalidSettings:
-      return "invalid_settings";
-    case StepOutcome::kVerifyMismatch:
-      return "verify_mismatch";
-    case StepOutcome::kDeviceError:
-      return "device_error";
-  }
-  return "device_error";
-}
-
 StepResult ReconcileRegisters(RegisterIo& io, const StepInput& input) {
   StepResult result;
   if (absl::Status valid = common::ValidateRxAggSettingsForLayout(input.layout, input.desired);

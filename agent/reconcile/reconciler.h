@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <string_view>
 
 #include "absl/status/status.h"
 #include "agent/usb/register_io.h"
@@ -22,10 +21,6 @@ enum class StepOutcome : uint8_t {
   kVerifyMismatch,    ///< written, but the read-back differs from what was written
   kDeviceError,       ///< a transfer failed (see StepResult::status)
 };
-
-/// "in_sync", "applied", "drift_repaired", "drift_held", "asleep", "disabled_by_driver",
-/// "invalid_settings", "verify_mismatch", "device_error".
-std::string_view StepOutcomeName(StepOutcome outcome);
 
 struct StepInput {
   common::RxAggLayout layout = common::RxAggLayout::kV3;

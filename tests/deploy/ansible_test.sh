@@ -72,7 +72,7 @@ if [ -f "$root/etc/rxfleet/tls/agent.key" ]; then
   mode="$(stat -c %a "$root/etc/rxfleet/tls/agent.key")"
   [ "$mode" = 640 ] || fail "agent.key has mode $mode, expected 640"
 fi
-grep -qx 'RXFLEET_AGENT_OPTS="--standalone --server fleet.example.net:7443 --tls-ca /etc/rxfleet/tls/ca.pem --tls-cert /etc/rxfleet/tls/agent.pem --tls-key /etc/rxfleet/tls/agent.key"' "$root/etc/rxfleet/agent.env" ||
+grep -qx 'RXFLEET_AGENT_OPTS="--server fleet.example.net:7443 --tls-ca /etc/rxfleet/tls/ca.pem --tls-cert /etc/rxfleet/tls/agent.pem --tls-key /etc/rxfleet/tls/agent.key"' "$root/etc/rxfleet/agent.env" ||
   fail "agent.env does not set the server link: $(grep OPTS "$root/etc/rxfleet/agent.env" || true)"
 # The unit's command line with the written files (rxfleet-agent --config agent.yaml
 # $RXFLEET_AGENT_OPTS), paths and port redirected to the temp dir: the agent must start in the

@@ -666,18 +666,6 @@ std::string HostClassName(HostClass host_class) {
   return "x86";
 }
 
-std::string FailModeName(FailMode mode) {
-  switch (mode) {
-    case FailMode::kTimeout:
-      return "timeout";
-    case FailMode::kStall:
-      return "stall";
-    case FailMode::kProtocolError:
-      return "protocol_error";
-  }
-  return "timeout";
-}
-
 std::string EventKindName(EventKind kind) {
   switch (kind) {
     case EventKind::kUnplug:

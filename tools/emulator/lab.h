@@ -148,9 +148,6 @@ struct Lab {
 /// Failure modes of `fail_next`.
 enum class FailMode { kTimeout, kStall, kProtocolError };
 
-/// "timeout", "stall", "protocol_error".
-std::string FailModeName(FailMode mode);
-
 enum class EventKind {
   kUnplug,
   kPlug,

@@ -97,11 +97,30 @@ std::variant<CommandLine, int> Parse(std::vector<std::string> args, std::string*
   return parsed;
 }
 
-TEST(CommandLineTest, DefaultsForStandalone) {
-  auto parsed = Parse({"--standalone"});
+TEST(CommandLineTest, NoModeFlagRunsTheLoopAndStandaloneIsAnAlias) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{}, std::vector<std::string>{"--standalone"}}) {
+    auto parsed = Parse(args);
+    ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed)) << args.size();
+    EXPECT_EQ(std::get<CommandLine>(parsed).options.mode, AgentMode::kRun);
+    EXPECT_TRUE(std::get<CommandLine>(parsed).server.empty());
+  }
+  // --server alone runs the loop under the server; the alias may still be combined with it.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--server", "fleet:7443", "--insecure"},
+        std::vector<std::string>{"--standalone", "--server", "fleet:7443", "--insecure"}}) {
+    auto parsed = Parse(args);
+    ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed)) << args.size();
+    EXPECT_EQ(std::get<CommandLine>(parsed).options.mode, AgentMode::kRun);
+    EXPECT_EQ(std::get<CommandLine>(parsed).server, "fleet:7443");
+  }
+}
+
+TEST(CommandLineTest, DefaultsOfTheLoop) {
+  auto parsed = Parse({});
   ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed));
   const AgentOptions& o = std::get<CommandLine>(parsed).options;
-  EXPECT_EQ(o.mode, AgentMode::kStandalone);
+  EXPECT_EQ(o.mode, AgentMode::kRun);
   EXPECT_EQ(o.policy_paths, std::vector<std::string>{"/etc/rxfleet/policies.d"});
   EXPECT_EQ(o.reconcile_period, absl::Seconds(10));
   EXPECT_EQ(o.status_socket, "/run/rxfleet/agent.sock");
@@ -153,9 +172,10 @@ TEST(CommandLineTest, HelpAndVersionExitZero) {
 
 TEST(CommandLineTest, UsageErrorsExitTwo) {
   const std::vector<std::vector<std::string>> bad = {
-      {},
       {"--once", "--standalone"},
+      {"--once", "--server", "fleet:7443", "--insecure"},
       {"--standalone", "-o", "json"},
+      {"-o", "json"},
       {"--once", "-o", "yaml"},
       {"--once", "--label", "board"},
       {"--once", "--label", "Bad Key=x"},
@@ -481,7 +501,7 @@ TEST_F(AgentTest, RunOnceAppliesAndReportsStatus) {
   ASSERT_EQ(status.adapters_size(), 1);
   EXPECT_EQ(status.adapters(0).status().state(), v1::ADAPTER_STATE_APPLIED);
   EXPECT_EQ(status.adapters(0).status().vid(), 0x0bdau);
-  // Run() belongs to standalone agents.
+  // Run() belongs to agents not created in once mode.
   EXPECT_TRUE(absl::IsFailedPrecondition(agent->Run()));
 }
 
@@ -550,7 +570,7 @@ TEST_F(AgentTest, BadLocalPolicyFailsCreation) {
 
 TEST_F(AgentTest, StandaloneLoopReconcilesServesStatusAndStops) {
   const std::string policies = dir_.File("policies.d");
-  auto agent = MakeAgent(AgentMode::kStandalone, {policies});
+  auto agent = MakeAgent(AgentMode::kRun, {policies});
   ASSERT_NE(agent, nullptr);
   std::thread loop([&] { EXPECT_TRUE(agent->Run().ok()); });
   auto wait_for = [&](uint32_t word) {
@@ -580,7 +600,7 @@ TEST_F(AgentTest, StandaloneLoopReconcilesServesStatusAndStops) {
 }
 
 TEST_F(AgentTest, ExperimentAssignmentStopsApplyingAtItsPeriodEnd) {
-  auto agent = MakeAgent(AgentMode::kStandalone);
+  auto agent = MakeAgent(AgentMode::kRun);
   ASSERT_NE(agent, nullptr);
   std::thread loop([&] { EXPECT_TRUE(agent->Run().ok()); });
   auto wait_for = [&](uint32_t word) {
@@ -647,7 +667,7 @@ class NotifySocket {
 
 TEST_F(AgentTest, TellsSystemdReadyWatchdogStatusAndStopping) {
   NotifySocket notify(dir_.File("notify.sock"));
-  auto agent = MakeAgent(AgentMode::kStandalone);
+  auto agent = MakeAgent(AgentMode::kRun);
   ASSERT_NE(agent, nullptr);
   std::thread loop([&] { EXPECT_TRUE(agent->Run().ok()); });
   const std::vector<std::string> startup = notify.ReadUntil("1 applied", absl::Seconds(10));

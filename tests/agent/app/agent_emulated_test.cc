@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "rxfleet/v1/agent_state.pb.h"
 #include "rxfleet/v1/local_status.grpc.pb.h"
 #include "rxfleet/version.h"
 #include "tests/support/paths.h"
@@ -90,13 +92,17 @@ class AgentEmulatedTest : public ::testing::Test {
     return RunProcess(argv, absl::Seconds(90), Env());
   }
 
-  // Starts `rxfleet-agent --standalone` (short reconcile period) under the emulator.
+  // Starts `rxfleet-agent` (no mode flag: the reconcile loop; short reconcile period) under the
+  // emulator. `mode` adds mode flags, e.g. the --standalone alias.
   std::unique_ptr<ChildProcess> Standalone(const std::string& lab, const std::string& timeline,
-                                           const std::vector<std::string>& args) {
+                                           const std::vector<std::string>& args,
+                                           const std::vector<std::string>& mode = {}) {
     std::vector<std::string> argv = {EmulatorPath(), "--lab",     lab, "--state-out",
                                      StatePath(),    "--timeout", "60"};
     if (!timeline.empty()) argv.insert(argv.end(), {"--timeline", timeline});
-    argv.insert(argv.end(), {"--", AgentPath(), "--standalone", "--reconcile-period", "200ms"});
+    argv.insert(argv.end(), {"--", AgentPath()});
+    argv.insert(argv.end(), mode.begin(), mode.end());
+    argv.insert(argv.end(), {"--reconcile-period", "200ms"});
     if (std::find(args.begin(), args.end(), "--metrics-address") == args.end()) {
       argv.insert(argv.end(), {"--metrics-address", "none"});
     }
@@ -570,6 +576,80 @@ TEST_F(AgentEmulatedTest, MetricsFollowTheAdapter) {
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(*health, "ok\n");
   EXPECT_EQ(StopAndReadExit(*agent), 0);
+}
+
+// ---- run modes ----
+
+// `rxfleet-agent` alone runs the loop (like node_exporter or kubelet) and `--standalone` is the
+// same loop under its older name: both apply, keep running and stop on SIGTERM.
+TEST_F(AgentEmulatedTest, NoModeFlagRunsTheLoopAndStandaloneIsAnAlias) {
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{}, std::vector<std::string>{"--standalone"}}) {
+    SCOPED_TRACE(mode.empty() ? "no mode flag" : "--standalone");
+    auto agent = Standalone(LabPath("rtl8922au-superspeed"), "", {"--status-socket", "none"}, mode);
+    ASSERT_NE(agent, nullptr);
+    ASSERT_TRUE(
+        agent->WaitForLineContaining(Stream::kStderr, "reconcile every 200ms", absl::Seconds(20))
+            .ok())
+        << agent->Text(Stream::kStderr);
+    ASSERT_TRUE(
+        agent->WaitForLineContaining(Stream::kStderr, "state=applied", absl::Seconds(20)).ok())
+        << agent->Text(Stream::kStderr);
+    // A loop, not one shot: the agent does not exit on its own.
+    EXPECT_TRUE(absl::IsDeadlineExceeded(agent->Wait(absl::Seconds(1)).status()))
+        << agent->Text(Stream::kStderr);
+    EXPECT_EQ(StopAndReadExit(*agent), 0);
+    const nlohmann::json be6500 = Device(state_, "be6500");
+    EXPECT_EQ(be6500.at("registers").at("0x6000"), "0x80ff0114");
+    EXPECT_EQ(Count(be6500, "out"), 1);
+    EXPECT_THAT(agent->Text(Stream::kStderr), HasSubstr("info stopped"));
+  }
+}
+
+// ---- the persisted bundle and the host it belongs to ----
+
+// <dir>/bundle.pb as the server link persists it: version 5, one policy holding 64 us on every
+// adapter, received for `host_id`.
+void WritePersistedBundle(const std::string& dir, const std::string& host_id) {
+  v1::PersistedBundle persisted;
+  persisted.set_host_id(host_id);
+  v1::PolicyBundle* bundle = persisted.mutable_bundle();
+  bundle->set_version(5);
+  v1::Policy* policy = bundle->add_policies();
+  policy->mutable_metadata()->set_name("hold-64us");
+  policy->mutable_spec()->mutable_settings()->set_hold_us(64);
+  std::filesystem::create_directories(dir);
+  std::ofstream out(dir + "/bundle.pb", std::ios::binary);
+  ASSERT_TRUE(persisted.SerializeToOstream(&out));
+}
+
+// An agent started with another host's --state-dir (copied, or a cloned SD card) keeps the
+// built-in default until the server sends this host's bundle; its own bundle is applied while
+// the server is away. Nothing listens on 127.0.0.1:1: the server stays unreachable.
+TEST_F(AgentEmulatedTest, PersistedBundleOfAnotherHostIsNotApplied) {
+  struct Case {
+    std::string recorded_host;
+    std::string reg0;
+    std::string log;
+  };
+  for (const Case& c :
+       {Case{"pi-b", "0x80ff0114", "received for host pi-b, this agent is host pi-a"},
+        Case{"pi-a", "0x80ff0214", "applied the persisted bundle version 5"}}) {
+    SCOPED_TRACE(c.recorded_host);
+    const std::string state_dir = dir_.File("state-" + c.recorded_host);
+    WritePersistedBundle(state_dir, c.recorded_host);
+    auto agent = Standalone(LabPath("rtl8922au-superspeed"), "",
+                            {"--status-socket", "none", "--host-id", "pi-a", "--state-dir",
+                             state_dir, "--server", "127.0.0.1:1", "--insecure"});
+    ASSERT_NE(agent, nullptr);
+    ASSERT_TRUE(agent->WaitForLineContaining(Stream::kStderr, c.log, absl::Seconds(20)).ok())
+        << agent->Text(Stream::kStderr);
+    ASSERT_TRUE(
+        agent->WaitForLineContaining(Stream::kStderr, "state=applied", absl::Seconds(20)).ok())
+        << agent->Text(Stream::kStderr);
+    EXPECT_EQ(StopAndReadExit(*agent), 0);
+    EXPECT_EQ(Device(state_, "be6500").at("registers").at("0x6000"), c.reg0);
+  }
 }
 
 TEST_F(AgentEmulatedTest, SigtermStopsGracefully) {

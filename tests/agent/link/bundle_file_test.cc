@@ -31,14 +31,15 @@ v1::PolicyBundle MakeBundle(uint64_t version, uint32_t hold_us) {
 TEST(BundleFileTest, WriteThenReadRoundTrips) {
   TempDir dir;
   const std::string path = dir.File("state/agent/bundle.pb");  // directories are created
-  ASSERT_TRUE(WriteBundleFile(path, MakeBundle(3, 32)).ok());
-  absl::StatusOr<v1::PolicyBundle> read = ReadBundleFile(path);
+  ASSERT_TRUE(WriteBundleFile(path, MakeBundle(3, 32), "pi1").ok());
+  absl::StatusOr<v1::PersistedBundle> read = ReadBundleFile(path);
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->version(), 3u);
-  EXPECT_EQ(read->policies(0).spec().settings().hold_us(), 32u);
+  EXPECT_EQ(read->host_id(), "pi1");
+  EXPECT_EQ(read->bundle().version(), 3u);
+  EXPECT_EQ(read->bundle().policies(0).spec().settings().hold_us(), 32u);
   // Replacing keeps one file, no temporary left behind, private mode.
-  ASSERT_TRUE(WriteBundleFile(path, MakeBundle(4, 64)).ok());
-  EXPECT_EQ(ReadBundleFile(path)->version(), 4u);
+  ASSERT_TRUE(WriteBundleFile(path, MakeBundle(4, 64), "pi1").ok());
+  EXPECT_EQ(ReadBundleFile(path)->bundle().version(), 4u);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
@@ -53,18 +54,42 @@ TEST(BundleFileTest, MissingAndForeignFiles) {
   EXPECT_EQ(ReadBundleFile(dir.File("junk.pb")).status().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(BundleFileTest, OwnerComesFromTheRecordedHostId) {
+  v1::PersistedBundle persisted;
+  *persisted.mutable_bundle() = MakeBundle(3, 32);
+  EXPECT_EQ(OwnerOfPersistedBundle(persisted, "pi1"), PersistedBundleOwner::kUnrecorded);
+  persisted.set_host_id("pi1");
+  EXPECT_EQ(OwnerOfPersistedBundle(persisted, "pi1"), PersistedBundleOwner::kThisHost);
+  EXPECT_EQ(OwnerOfPersistedBundle(persisted, "pi2"), PersistedBundleOwner::kOtherHost);
+}
+
+// A file of an agent from before host ids were recorded is a bare PolicyBundle: it still
+// reads, with no host id.
+TEST(BundleFileTest, BareBundleOfAnOlderAgentReadsWithoutHostId) {
+  TempDir dir;
+  ASSERT_TRUE(
+      rxfleet::testing::WriteTextFile(dir.File("bundle.pb"), MakeBundle(7, 64).SerializeAsString())
+          .ok());
+  absl::StatusOr<v1::PersistedBundle> read = ReadBundleFile(dir.File("bundle.pb"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->host_id(), "");
+  EXPECT_EQ(read->bundle().version(), 7u);
+  EXPECT_EQ(read->bundle().policies(0).spec().settings().hold_us(), 64u);
+  EXPECT_EQ(OwnerOfPersistedBundle(*read, "pi1"), PersistedBundleOwner::kUnrecorded);
+}
+
 TEST(BundleFileTest, FailedWritesLeaveNoTemporaryFile) {
   TempDir dir;
   // The state "directory" is a regular file.
   ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir.File("file"), "x").ok());
-  const absl::Status no_dir = WriteBundleFile(dir.File("file/bundle.pb"), MakeBundle(3, 32));
+  const absl::Status no_dir = WriteBundleFile(dir.File("file/bundle.pb"), MakeBundle(3, 32), "pi1");
   EXPECT_FALSE(no_dir.ok());
   EXPECT_THAT(no_dir.message(), HasSubstr(dir.File("file")));
 
   // The rename fails (the target is a non-empty directory): the temporary file is removed.
   const std::string path = dir.File("bundle.pb");
   std::filesystem::create_directories(path + "/occupied");
-  const absl::Status blocked = WriteBundleFile(path, MakeBundle(3, 32));
+  const absl::Status blocked = WriteBundleFile(path, MakeBundle(3, 32), "pi1");
   EXPECT_FALSE(blocked.ok());
   EXPECT_THAT(blocked.message(), HasSubstr("rename"));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));

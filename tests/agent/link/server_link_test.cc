@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -23,6 +24,7 @@ using ::rxfleet::server::testing::TestServer;
 using ::rxfleet::server::testing::WaitFor;
 using ::rxfleet::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The agent side: records bundles, applies them unless told to reject.
 class FakeSink : public BundleSink {
@@ -85,13 +87,35 @@ class ServerLinkTest : public ::testing::Test {
     options.backoff = {absl::Milliseconds(50), absl::Milliseconds(400), 2.0};
     options.keepalive_time = keepalive;
     options.keepalive_timeout = keepalive_timeout;
+    options.log = [this](LogLevel, std::string_view line) {
+      absl::MutexLock lock(&log_mu_);
+      log_.emplace_back(line);
+    };
     absl::StatusOr<std::unique_ptr<ServerLink>> link = ServerLink::Create(options, sink);
     EXPECT_TRUE(link.ok()) << link.status();
     return link.ok() ? *std::move(link) : nullptr;
   }
 
+  std::string Log() const {
+    absl::MutexLock lock(&log_mu_);
+    std::string text;
+    for (const std::string& line : log_) text += line + "\n";
+    return text;
+  }
+
   TempDir state_;
+  mutable absl::Mutex log_mu_;
+  std::vector<std::string> log_;
 };
+
+v1::PolicyBundle Hold1024Bundle(uint64_t version) {
+  v1::PolicyBundle bundle;
+  bundle.set_version(version);
+  v1::Policy* policy = bundle.add_policies();
+  policy->mutable_metadata()->set_name("usb2-long");
+  policy->mutable_spec()->mutable_settings()->set_hold_us(1024);
+  return bundle;
+}
 
 TEST_F(ServerLinkTest, HelloInventoryAndTheFirstBundleAreAcked) {
   std::unique_ptr<TestServer> server = TestServer::Start();
@@ -137,11 +161,13 @@ TEST_F(ServerLinkTest, AppliedPolicyIsDeliveredPersistedAndAcked) {
     return sink.active_version() == 2 && server->GetHost("h1")->status().last_acked_version() == 2;
   }));
   EXPECT_EQ(sink.active_policies(), 1u);
-  absl::StatusOr<v1::PolicyBundle> persisted = ReadBundleFile(state_.File("h1/") + kBundleFileName);
+  absl::StatusOr<v1::PersistedBundle> persisted =
+      ReadBundleFile(state_.File("h1/") + kBundleFileName);
   ASSERT_TRUE(persisted.ok()) << persisted.status();
-  EXPECT_EQ(persisted->version(), 2u);
-  EXPECT_EQ(persisted->policies(0).metadata().name(), "usb3-short");
-  EXPECT_FALSE(persisted->nonce().empty());
+  EXPECT_EQ(persisted->bundle().version(), 2u);
+  EXPECT_EQ(persisted->bundle().policies(0).metadata().name(), "usb3-short");
+  EXPECT_FALSE(persisted->bundle().nonce().empty());
+  EXPECT_EQ(persisted->host_id(), "h1");  // the host it was received for
 }
 
 TEST_F(ServerLinkTest, RejectedBundleIsNackedAndTheOldOneStays) {
@@ -162,7 +188,7 @@ TEST_F(ServerLinkTest, RejectedBundleIsNackedAndTheOldOneStays) {
   EXPECT_EQ(sink.active_version(), 1u);
   EXPECT_EQ(link->status().last_nacked_version(), 2u);
   EXPECT_EQ(link->status().active_bundle_version(), 1u);
-  EXPECT_EQ(ReadBundleFile(state_.File("h1/") + kBundleFileName)->version(), 1u);
+  EXPECT_EQ(ReadBundleFile(state_.File("h1/") + kBundleFileName)->bundle().version(), 1u);
 
   // The NACK is an event with the agent's reason.
   v1::ListEventsRequest request;
@@ -210,15 +236,10 @@ TEST_F(ServerLinkTest, PolicyInjectedPastValidationIsNackedWithTheRealReason) {
 }
 
 TEST_F(ServerLinkTest, PersistedBundleIsAppliedWhileTheServerIsUnreachable) {
-  ASSERT_TRUE(WriteBundleFile(state_.File("h1/") + kBundleFileName,
-                              [] {
-                                v1::PolicyBundle bundle;
-                                bundle.set_version(5);
-                                v1::Policy* policy = bundle.add_policies();
-                                policy->mutable_metadata()->set_name("usb2-long");
-                                policy->mutable_spec()->mutable_settings()->set_hold_us(1024);
-                                return bundle;
-                              }())
+  // A bare PolicyBundle, as agents wrote it before host ids were recorded.
+  std::filesystem::create_directories(state_.File("h1"));
+  ASSERT_TRUE(rxfleet::testing::WriteTextFile(state_.File("h1/") + kBundleFileName,
+                                              Hold1024Bundle(5).SerializeAsString())
                   .ok());
   FakeSink sink;
   // Nothing listens on port 1 of loopback.
@@ -227,11 +248,54 @@ TEST_F(ServerLinkTest, PersistedBundleIsAppliedWhileTheServerIsUnreachable) {
   EXPECT_EQ(sink.active_version(), 5u);  // applied synchronously in Start()
   EXPECT_EQ(sink.active_policies(), 1u);
   EXPECT_EQ(link->status().active_bundle_origin(), v1::BUNDLE_ORIGIN_PERSISTED);
+  // Written before host ids were recorded: applied as this host's, and said so.
+  EXPECT_THAT(Log(), HasSubstr("records no host id (written by an older agent)"));
   ASSERT_TRUE(WaitFor([&] {
     return link->status().state() == v1::SERVER_LINK_STATE_DISCONNECTED &&
            !link->status().last_error().empty();
   }));
   EXPECT_EQ(link->streams_opened(), 0u);
+}
+
+TEST_F(ServerLinkTest, PersistedBundleOfThisHostIsApplied) {
+  ASSERT_TRUE(WriteBundleFile(state_.File("h1/") + kBundleFileName, Hold1024Bundle(6), "h1").ok());
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink("127.0.0.1:1", "h1", &sink);
+  link->Start();
+  EXPECT_EQ(sink.active_version(), 6u);
+  EXPECT_EQ(link->status().active_bundle_origin(), v1::BUNDLE_ORIGIN_PERSISTED);
+  EXPECT_THAT(Log(), Not(HasSubstr("records no host id")));
+}
+
+// A state directory copied from host h2 (or a cloned SD card): h1 must not take h2's policies
+// and experiment assignments for its own adapters.
+TEST_F(ServerLinkTest, PersistedBundleOfAnotherHostIsNotApplied) {
+  ASSERT_TRUE(WriteBundleFile(state_.File("h1/") + kBundleFileName, Hold1024Bundle(6), "h2").ok());
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink("127.0.0.1:1", "h1", &sink);
+  link->Start();
+  EXPECT_TRUE(sink.received().empty());
+  EXPECT_EQ(sink.active_version(), 0u);
+  EXPECT_EQ(link->status().active_bundle_version(), 0u);
+  EXPECT_NE(link->status().active_bundle_origin(), v1::BUNDLE_ORIGIN_PERSISTED);
+  EXPECT_THAT(Log(), HasSubstr("not applying the persisted bundle version 6"));
+  EXPECT_THAT(Log(), HasSubstr("received for host h2, this agent is host h1"));
+  // The file is left as it is: the next bundle from the server replaces it.
+  EXPECT_EQ(ReadBundleFile(state_.File("h1/") + kBundleFileName)->host_id(), "h2");
+}
+
+TEST_F(ServerLinkTest, PersistedBundleOfAnotherHostIsReplacedByTheServersBundle) {
+  ASSERT_TRUE(WriteBundleFile(state_.File("h1/") + kBundleFileName, Hold1024Bundle(6), "h2").ok());
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return sink.active_version() == 1; }));
+  EXPECT_EQ(sink.received(), std::vector<uint64_t>{1});  // never the refused version 6
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadBundleFile(state_.File("h1/") + kBundleFileName)->host_id() == "h1"; }));
+  EXPECT_EQ(ReadBundleFile(state_.File("h1/") + kBundleFileName)->bundle().version(), 1u);
 }
 
 TEST_F(ServerLinkTest, ReconnectsAndConvergesAfterAServerRestart) {
