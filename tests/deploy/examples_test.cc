@@ -43,7 +43,7 @@ TEST(DeployExamples, EveryExampleParses) {
   EXPECT_GE(parsed, 2);
 }
 
-// scripts/demo runs a 30 s switchback (5 s periods, 1 s windows after a 2 s burn-in) on every
+// scripts/demo runs a 32 s switchback (8 s periods, 1 s windows after a 2 s burn-in) on every
 // RTL8922AU, segmented by USB speed and board, with the drop guardrail that stops the Pi 1's
 // short arm.
 TEST(DeployExamples, DemoExperimentIsAShortSwitchbackPerUsbSpeedAndBoard) {
@@ -53,9 +53,9 @@ TEST(DeployExamples, DemoExperimentIsAShortSwitchbackPerUsbSpeedAndBoard) {
   EXPECT_EQ(e->name, "demo-hold");
   EXPECT_EQ(e->design, experiments::Design::kSwitchback);
   ASSERT_EQ(e->arms.size(), 2u);
-  EXPECT_EQ(e->duration, absl::Seconds(30));
+  EXPECT_EQ(e->duration, absl::Seconds(32));
   EXPECT_EQ(e->window_length, absl::Seconds(1));
-  EXPECT_EQ(e->period_length, absl::Seconds(5));
+  EXPECT_EQ(e->period_length, absl::Seconds(8));
   EXPECT_EQ(e->burn_in, absl::Seconds(2));
   EXPECT_EQ(e->selector.chips, std::vector<std::string>{"rtl8922au"});
   EXPECT_EQ(e->segment_keys, (std::vector<std::string>{"usb_speed", "board"}));
