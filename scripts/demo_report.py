@@ -4,7 +4,7 @@
 Used by scripts/demo after `rxfleetctl experiment report NAME -o json`:
 
   demo_report.py read REPORT.json EXPERIMENT.json [PROMOTE_PREVIEW.txt ...]
-      Prints two or three plain sentences computed from the report: which arm won in which
+      Prints three plain sentences computed from the report: which arm won in which
       segment (primary metric, its 95 % interval, how many adapters), which arms guardrails
       stopped and why, and what `rxfleetctl experiment promote` would write for each winning
       segment. EXPERIMENT.json is `rxfleetctl get experiment NAME -o json`; each
@@ -29,6 +29,8 @@ import json
 import re
 import sys
 
+import yaml  # python3-yaml (scripts/install-deps)
+
 # Metrics where a larger value is better (docs/EXPERIMENTS.md, "Metrics"); the rest: smaller.
 HIGHER_IS_BETTER = {"rx_throughput_bps", "tx_throughput_bps"}
 # The demo's expectations (data/seed-measurements.md): segment values, by segment key.
@@ -37,35 +39,36 @@ PI1_SEGMENT = {"usb_speed": "high", "board": "pi1"}
 
 
 def fmt_number(value):
-    """Four significant digits, as the server's report prints them."""
+    """Four significant digits, as the server's report prints them (`403.0`, `1045`)."""
     if value == 0:
         return "0"
-    text = f"{value:.4g}"
+    text = f"{value:#.4g}"
     if "e" in text:
-        text = f"{value:.1f}"
-    return text
+        return f"{value:.1f}"
+    return text.rstrip(".")
 
 
-def unit_for(metric, magnitude, difference=False):
-    """(scale, unit) to show values of `metric` around `magnitude`: bit/s as Mbit/s (Gbit/s),
-    ratios in % (differences in percentage points), seconds in s, ms or µs."""
+def unit_for(metric, values, difference=False):
+    """(scale, unit) to show `values` of `metric` in one unit: bit/s in Gbit/s only when every
+    value reaches 1 Gbit/s (`626.0 -> 1045 Mbit/s`), else Mbit/s, kbit/s below 1 Mbit/s; ratios in
+    % (differences in percentage points); seconds in s, ms or µs by the largest value."""
+    largest, smallest = max(abs(v) for v in values), min(abs(v) for v in values)
     if metric.endswith("_bps"):
-        if abs(magnitude) >= 1e9:
+        if smallest >= 1e9:
             return (1e9, "Gbit/s")
-        return (1e6, "Mbit/s") if abs(magnitude) >= 1e6 or magnitude == 0 else (1e3, "kbit/s")
+        return (1e6, "Mbit/s") if largest >= 1e6 or largest == 0 else (1e3, "kbit/s")
     if metric.endswith("_ratio"):
         return (0.01, "pp" if difference else "%")
     if metric.endswith("_seconds"):
-        if abs(magnitude) >= 1:
+        if largest >= 1:
             return (1.0, "s")
-        return (1e-3, "ms") if abs(magnitude) >= 1e-3 else (1e-6, "µs")
+        return (1e-3, "ms") if largest >= 1e-3 else (1e-6, "µs")
     return (1.0, "")
 
 
 def fmt_values(metric, values, signed=False, difference=False):
     """Several values of `metric` in one unit: `+263.9 .. +476.9 Mbit/s` (joined by ` .. `)."""
-    # The smallest value chooses the unit, so that `626.0 -> 1045 Mbit/s` reads as one scale.
-    scale, unit = unit_for(metric, min(abs(v) for v in values), difference)
+    scale, unit = unit_for(metric, values, difference)
     texts = [("+" if signed and v > 0 else "") + fmt_number(v / scale) for v in values]
     return " .. ".join(texts) + (f" {unit}" if unit else "")
 
@@ -186,8 +189,8 @@ def comparison_phrase(report, experiment, segment, c):
     diff = fmt_value(metric, c.get("diff", 0.0), True)
     interval = fmt_values(metric, [c.get("ci95Low", 0.0), c.get("ci95High", 0.0)], True, True)
     if before is not None and after is not None:
-        change = (f"{metric_name(metric)} {fmt_values(metric, [before, after]).replace(' .. ', ' -> ')}"
-                  f" ({c.get('relativeDiff', 0.0) * 100:+.1f} %)")
+        means = fmt_values(metric, [before, after]).replace(" .. ", " -> ")
+        change = f"{metric_name(metric)} {means} ({c.get('relativeDiff', 0.0) * 100:+.1f} %)"
     else:
         change = f"{metric_name(metric)} {diff}"
     units = plural(c.get("treatmentUnits", 0), "adapter")
@@ -196,7 +199,8 @@ def comparison_phrase(report, experiment, segment, c):
         return f"in {where}: {change}, 95 % interval {interval} over {units}"
     if v == "even":
         return f"in {where} it makes no clear difference ({diff}, 95 % interval {interval})"
-    return f"in {where} there is no conclusion yet ({diff}; fewer adapters or windows than required)"
+    return (f"in {where} there is no conclusion yet ({diff}; fewer adapters or windows than "
+            "required)")
 
 
 def sentence_results(report, experiment):
@@ -245,7 +249,8 @@ def sentence_stops(report, experiment):
     parts = []
     for stop in stops:
         arm = stop.get("arm", "")
-        where = segment_text(stop.get("segment", {}), keys) if stop.get("segment") else "every segment"
+        where = (segment_text(stop.get("segment", {}), keys) if stop.get("segment")
+                 else "every segment")
         g = guardrail_for(experiment, stop.get("message", ""))
         if g is not None and stop.get("reason") == "GuardrailTripped":
             op = "<=" if g.get("comparator") == "COMPARATOR_GREATER_THAN" else ">="
@@ -256,7 +261,9 @@ def sentence_stops(report, experiment):
                     observed = arm_mean(segment, arm, metric)
             seen = (f" when its {metric_name(metric)} was {fmt_value(metric, observed)}"
                     if observed is not None else "")
-            why = (f"the guardrail {metric} {op} {fmt_value(metric, g.get('threshold', 0.0))} "
+            threshold = g.get("threshold", 0.0)
+            scale, unit = unit_for(metric, [threshold])
+            why = (f"the guardrail {metric} {op} {threshold / scale:g} {unit} "
                    f"stopped the {arm} arm{seen}")
         else:
             why = f"the {arm} arm was stopped ({stop.get('reason', 'stopped')})"
@@ -294,17 +301,18 @@ def parse_promote_preview(text):
             continue
         else:
             break
-    selector, settings = {}, ""
     try:
-        import yaml  # python3-yaml
-        doc = yaml.safe_load("\n".join(doc_lines)) or {}
-        spec = doc.get("spec", {}) if isinstance(doc, dict) else {}
-        selector = spec.get("selector") or {}
-        hold = (spec.get("settings") or {}).get("hold")
-        settings = f"hold {str(hold).replace('us', ' µs')}" if hold else ""
-    except Exception:  # an unreadable document leaves only the head line's facts
-        selector, settings = {}, ""
-    return head.group(1), settings, describe_selector(selector) if selector else "", int(head.group(2))
+        doc = yaml.safe_load("\n".join(doc_lines))
+    except yaml.YAMLError:  # an unreadable document leaves only the head line's facts
+        doc = None
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    selector = spec.get("selector") if isinstance(spec.get("selector"), dict) else {}
+    written = spec.get("settings") if isinstance(spec.get("settings"), dict) else {}
+    hold = written.get("hold")
+    settings = f"hold {str(hold).replace('us', ' µs')}" if hold else ""
+    selector_text = describe_selector(selector) if selector else ""
+    return head.group(1), settings, selector_text, int(head.group(2))
 
 
 def sentence_promote(report, experiment, previews):

@@ -12,7 +12,8 @@ import os
 import sys
 import unittest
 
-SOURCE_DIR = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+SOURCE_DIR = (sys.argv.pop(1) if len(sys.argv) > 1
+              else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 spec = importlib.util.spec_from_file_location(
     "demo_report", os.path.join(SOURCE_DIR, "scripts", "demo_report.py"))
 demo_report = importlib.util.module_from_spec(spec)
@@ -51,15 +52,15 @@ class ReadTest(unittest.TestCase):
         results, stops, promote = self.sentences()
         # Won: the USB 3 segment, with the report's own figures.
         self.assertIn("The short arm (hold 32 µs) beats long (hold 1024 µs) in "
-                      "usb_speed=super, board=x86: receive throughput 625.1 -> 964.5 Mbit/s "
-                      "(+54.3 %), 95 % interval +300.2 .. +378.4 Mbit/s over 4 adapters", results)
+                      "usb_speed=super, board=x86: receive throughput 613.4 -> 996.5 Mbit/s "
+                      "(+62.4 %), 95 % interval +363.1 .. +403.0 Mbit/s over 4 adapters", results)
         # The Pi 5 at high-speed: the interval includes zero.
         self.assertIn("in usb_speed=high, board=pi5 it makes no clear difference", results)
         # The stopped Pi 1 arm is not read as a result, but in the guardrail sentence.
         self.assertNotIn("pi1", results)
         self.assertEqual(
             stops, "In usb_speed=high, board=pi1 the guardrail rx_drop_ratio <= 5 % stopped the "
-            "short arm when its receive drop ratio was 85.7 %; its adapters there ran long "
+            "short arm when its receive drop ratio was 85.70 %; its adapters there ran long "
             "(hold 1024 µs) from then on.")
         self.assertEqual(
             promote, "`rxfleetctl experiment promote demo-hold short --segment "
@@ -117,9 +118,11 @@ class ReadTest(unittest.TestCase):
                          "625.1 .. 1045 Mbit/s")
         self.assertEqual(demo_report.fmt_value("rx_throughput_bps", 1.256e5, True),
                          "+125.6 kbit/s")
-        self.assertEqual(demo_report.fmt_value("rx_drop_ratio", 0.857), "85.7 %")
+        self.assertEqual(demo_report.fmt_values("rx_throughput_bps", [-1e5, 3e8], True, True),
+                         "-0.1000 .. +300.0 Mbit/s")
+        self.assertEqual(demo_report.fmt_value("rx_drop_ratio", 0.857), "85.70 %")
         self.assertEqual(demo_report.fmt_value("rx_drop_ratio", 0.8126, True), "+81.26 pp")
-        self.assertEqual(demo_report.fmt_value("rtt_p99_seconds", 0.00129), "1.29 ms")
+        self.assertEqual(demo_report.fmt_value("rtt_p99_seconds", 0.00129), "1.290 ms")
 
 
 class CheckTest(unittest.TestCase):
@@ -174,8 +177,10 @@ class CheckTest(unittest.TestCase):
 class PrometheusTest(unittest.TestCase):
     def test_rows_are_sorted_and_in_mbit(self):
         response = {"data": {"result": [
-            {"metric": {"board": "x86", "usb_speed": "super", "arm": "short"}, "value": [0, "9.4e8"]},
-            {"metric": {"board": "pi1", "usb_speed": "high", "arm": "long"}, "value": [0, "4.7e7"]},
+            {"metric": {"board": "x86", "usb_speed": "super", "arm": "short"},
+             "value": [0, "9.4e8"]},
+            {"metric": {"board": "pi1", "usb_speed": "high", "arm": "long"},
+             "value": [0, "4.7e7"]},
         ]}}
         rows = demo_report.prometheus_rows("throughput", response)
         self.assertEqual(len(rows), 2)
