@@ -216,6 +216,11 @@ std::vector<ExperimentWindow> ExperimentWindowCutter::Tick(const ExperimentTick&
     current.emplace(Key{a.adapter_id, a.experiment}, Current{&a, start, length});
   }
   std::erase_if(first_seen_, [&](const auto& entry) { return !seen_keys.contains(entry.first); });
+  // A switch inside a period counts until that period is over.
+  std::erase_if(switched_, [&](const auto& entry) {
+    auto cur = current.find(entry.first);
+    return cur == current.end() || cur->second.period_start != entry.second.period_start;
+  });
 
   // Close what ended: the assignment went away or changed, or the window's time is up.
   for (auto it = open_.begin(); it != open_.end();) {
@@ -228,8 +233,16 @@ std::vector<ExperimentWindow> ExperimentWindowCutter::Tick(const ExperimentTick&
                open.bundle_version != bundle_version_ ||
                open.period_start != cur->second.period_start || open.length != cur->second.length) {
       close = true;
-      if (late_change && cur->second.assignment->arm != open.assignment.arm) {
+      const ExperimentAssignment& next = *cur->second.assignment;
+      if (late_change && next.arm != open.assignment.arm) {
         Invalidate(open, kInvalidArmChanged);
+      }
+      // A switch inside the period (a guardrail or operator stop sends the adapter to control):
+      // the new settings settle from now, as after a period start.
+      if (open.period_start == cur->second.period_start &&
+          open.assignment.period_index == next.period_index &&
+          (next.arm != open.assignment.arm || !(next.settings == open.assignment.settings))) {
+        switched_[it->first] = Switch{cur->second.period_start, tick.wall};
       }
     } else if (WindowIndex(open.period_start, open.length, tick.wall) != open.index) {
       close = true;
@@ -260,7 +273,11 @@ std::vector<ExperimentWindow> ExperimentWindowCutter::Tick(const ExperimentTick&
       open.start_totals = totals->second;
     }
     open.start_stat = tick.stat;
-    if (tick.wall < cur.period_start + cur.assignment->burn_in) Invalidate(open, kInvalidBurnIn);
+    absl::Time settle_from = cur.period_start;
+    if (auto sw = switched_.find(key); sw != switched_.end()) {
+      settle_from = std::max(settle_from, sw->second.at);
+    }
+    if (tick.wall < settle_from + cur.assignment->burn_in) Invalidate(open, kInvalidBurnIn);
     Check(open, tick);
     open_.emplace(key, std::move(open));
   }

@@ -104,7 +104,9 @@ struct ExperimentWindowOptions {
 ///    after its end (the agent ticks at NextEdge(), so that is on the edge);
 ///  - the open window closes early at the tick that sees the assignment change (arm, period,
 ///    generation, settings or bundle version), disappear, or pass its period_end;
-///  - a window is invalid with the first of: `burn_in` (opened before start + burn_in),
+///  - a window is invalid with the first of: `burn_in` (opened before start + burn_in, or
+///    before burn_in after the arm or its settings changed inside the period, e.g. when a
+///    guardrail or operator stop sent the adapter to control),
 ///    `settings_not_applied` (at a tick of the window, edges included, the adapter was not
 ///    verified or its register did not hold every field the arm sets), `adapter_gone`
 ///    (adapter or netdev missing at a tick), `counter_reset` (a kernel counter went back),
@@ -164,6 +166,12 @@ class ExperimentWindowCutter {
   // First time an assignment without period_start was seen (its stand-in period start).
   std::map<std::string, absl::Time> first_seen_ ABSL_GUARDED_BY(mu_);
   std::map<Key, Open> open_ ABSL_GUARDED_BY(mu_);
+  // Switches of arm or settings inside a period (a stop), by key: burn-in restarts there.
+  struct Switch {
+    absl::Time period_start;
+    absl::Time at;
+  };
+  std::map<Key, Switch> switched_ ABSL_GUARDED_BY(mu_);
   std::optional<std::pair<SteadyTime, absl::Time>> last_tick_ ABSL_GUARDED_BY(mu_);
 };
 

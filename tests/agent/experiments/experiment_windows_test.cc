@@ -182,6 +182,53 @@ TEST(ExperimentWindowsTest, WindowsBeforeTheEndOfBurnInAreInvalid) {
   EXPECT_EQ(windows[2].invalid_reason, "");
 }
 
+// A guardrail stop sends the adapter to control in the middle of a period (same period index
+// and start, another arm): the window opened at the switch still sees the old hold at its first
+// tick, so it and every window opening before burn_in has passed since the switch are burn-in
+// (not settings_not_applied, which is left for settings that really did not stand); the
+// windows after that count.
+TEST(ExperimentWindowsTest, ASwitchInsideThePeriodRestartsBurnIn) {
+  Host host;
+  ExperimentWindowCutter cutter;
+  const absl::Time start = host.wall();
+  cutter.SetAssignments(1, {Assignment("short", kHoldA, start, absl::Seconds(1), absl::Seconds(2))},
+                        host.steady());
+  ASSERT_TRUE(cutter.Tick(host.Tick()).empty());
+  std::vector<ExperimentWindow> windows = TickFor(cutter, host, 4);
+  ASSERT_EQ(windows.size(), 4u);
+  EXPECT_EQ(windows[1].invalid_reason, kInvalidBurnIn);  // [1, 2)
+  EXPECT_TRUE(windows[2].valid) << windows[2].invalid_reason;
+
+  // The stop, 4.2 s into the period; the bundle is cut before the register changes.
+  host.Advance(absl::Milliseconds(200));
+  cutter.SetAssignments(2, {Assignment("long", kHoldB, start, absl::Seconds(1), absl::Seconds(2))},
+                        host.steady());
+  ASSERT_TRUE(cutter.Tick(host.Tick()).empty());  // [4, 4.2): too short, discarded
+  host.hold_us = kHoldB;  // the reconcile loop writes and verifies the control hold
+  host.Advance(absl::Milliseconds(800));
+  windows = cutter.Tick(host.Tick());  // closes [4.2, 5)
+  for (ExperimentWindow& w : TickFor(cutter, host, 3)) windows.push_back(std::move(w));
+  ASSERT_EQ(windows.size(), 4u);
+  for (const ExperimentWindow& w : windows) EXPECT_EQ(w.arm, "long");
+  EXPECT_EQ(windows[0].invalid_reason, kInvalidBurnIn);        // opened at the switch, +4.2
+  EXPECT_EQ(windows[1].invalid_reason, kInvalidBurnIn);        // +5 < +4.2 + 2
+  EXPECT_EQ(windows[2].invalid_reason, kInvalidBurnIn);        // +6 < +6.2
+  EXPECT_TRUE(windows[3].valid) << windows[3].invalid_reason;  // +7
+
+  // The next period starts its own burn-in from its start, as always.
+  host.Advance(absl::Milliseconds(10));
+  ExperimentAssignment next =
+      Assignment("short", kHoldA, host.wall(), absl::Seconds(1), absl::Seconds(1));
+  next.period_index = 4;
+  cutter.SetAssignments(3, {next}, host.steady());
+  ASSERT_EQ(cutter.Tick(host.Tick()).size(), 0u);  // [8, 8.01) discarded
+  host.hold_us = kHoldA;
+  windows = TickFor(cutter, host, 2);
+  ASSERT_EQ(windows.size(), 2u);
+  EXPECT_EQ(windows[0].invalid_reason, kInvalidBurnIn);
+  EXPECT_TRUE(windows[1].valid) << windows[1].invalid_reason;
+}
+
 TEST(ExperimentWindowsTest, ARegisterNotAtTheArmsSettingsAtAnyTickInvalidatesTheWindow) {
   Host host;
   ExperimentWindowCutter cutter;
