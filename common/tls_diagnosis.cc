@@ -6,6 +6,8 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -263,11 +265,32 @@ std::string ServerCertificateProblem(long verify, X509* peer, const std::string&
   }
 }
 
-}  // namespace
+// Blocks SIGPIPE on this thread while alive: writing to a connection the server already
+// closed (it refused our certificate) must fail with EPIPE, not kill the process. A SIGPIPE
+// raised meanwhile is taken off the thread before the old mask returns.
+class SigpipeBlock {
+ public:
+  SigpipeBlock() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlock() {
+    const timespec zero{};
+    while (sigtimedwait(&pipe_, nullptr, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlock(const SigpipeBlock&) = delete;
+  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
 
-std::optional<std::string> ExplainTlsFailure(std::string_view address_view,
-                                             const TlsClientSetup& setup, absl::Duration timeout) {
-  const std::string address(address_view);
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+};
+
+std::optional<std::string> Explain(const std::string& address, const TlsClientSetup& setup,
+                                   absl::Duration timeout) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) return std::nullopt;
   std::string host = address.substr(0, colon);
@@ -341,7 +364,28 @@ std::optional<std::string> ExplainTlsFailure(std::string_view address_view,
   }
   const int reason = ERR_GET_REASON(ERR_peek_last_error());
   ERR_clear_error();
-  return ClientCertificateProblem(reason, setup);
+  if (std::optional<std::string> problem = ClientCertificateProblem(reason, setup)) {
+    return problem;
+  }
+  // The server hung up right after a handshake that verified it, without naming an alert it
+  // recognises: it judged the client certificate (or its absence).
+  if (setup.cert_pem.empty()) {
+    return ClientCertificateProblem(SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED, setup);
+  }
+  X509Ptr cert = ReadCertificate(setup.cert_pem);
+  return absl::StrCat("TLS: the server refused the client certificate from ", setup.cert_source,
+                      " (", Describe(cert.get()),
+                      "; the server closed the connection right after the handshake): check "
+                      "that it is signed by the CA the server trusts for clients "
+                      "(rxfleet-server --tls-client-ca) and has not expired");
+}
+
+}  // namespace
+
+std::optional<std::string> ExplainTlsFailure(std::string_view address, const TlsClientSetup& setup,
+                                             absl::Duration timeout) {
+  const SigpipeBlock block;
+  return Explain(std::string(address), setup, timeout);
 }
 
 }  // namespace rxfleet::common
