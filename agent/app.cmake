@@ -18,6 +18,7 @@ rxfleet_library(rxfleet_agent_app
     rxfleet_agent_sysfs
     rxfleet_common
     rxfleet_common_proto
+    rxfleet_common_service
     CLI11::CLI11
     PkgConfig::SYSTEMD
     nlohmann_json::nlohmann_json

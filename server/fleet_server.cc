@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/listen_error.h"
 #include "common/net_address.h"
 #include "rxfleet/version.h"
 #include "server/api/agent_service.h"
@@ -205,8 +206,8 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   builder.RegisterService(s.fleet_service_.get());
   s.grpc_server_ = builder.BuildAndStart();
   if (s.grpc_server_ == nullptr || s.grpc_port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", options.listen,
-                                               " (address in use, not local, or malformed)"));
+    return common::ListenError("--listen", options.listen,
+                               "gRPC could not bind it (see the gRPC lines above)");
   }
 
   if (!options.http_listen.empty()) {
@@ -285,12 +286,25 @@ void FleetServer::FlushLoop() {
 }
 
 bool FleetServer::Flush() {
+  // Audit events of `rxfleet-server tokens` (another process) enter the event log here and
+  // leave the file's queue with the save that persists them.
+  std::vector<int64_t> local_audit;
+  if (absl::StatusOr<std::vector<LocalAuditEvent>> pending = store_->PendingLocalAudit();
+      pending.ok()) {
+    for (LocalAuditEvent& entry : *pending) {
+      if (local_audit_recorded_.insert(entry.id).second) {
+        events_->Record(std::move(entry.event), entry.time);
+      }
+      local_audit.push_back(entry.id);
+    }
+  }
   std::vector<HostRecord> hosts = registry_->TakeDirty();
   std::vector<v1::Event> events = events_->TakeUnsaved();
-  if (hosts.empty() && events.empty()) return true;
-  const absl::Status saved = store_->SaveRegistry(hosts, events, options_.max_events,
-                                                  absl::Now() - options_.event_max_age);
+  if (hosts.empty() && events.empty() && local_audit.empty()) return true;
+  const absl::Status saved = store_->SaveRegistry(
+      hosts, events, options_.max_events, absl::Now() - options_.event_max_age, local_audit);
   if (saved.ok()) {
+    for (int64_t id : local_audit) local_audit_recorded_.erase(id);
     if (flush_failing_) Log(LogLevel::kInfo, "registry writes to the database work again");
     flush_failing_ = false;
     return true;

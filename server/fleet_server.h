@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -144,6 +145,9 @@ class FleetServer {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool flush_failing_ = false;  // flush thread only (and Shutdown after joining it)
+  // Local audit events (Store::PendingLocalAudit) already recorded in events_ but not yet
+  // deleted from the file by a successful save. Flush thread only, like flush_failing_.
+  std::set<int64_t> local_audit_recorded_;
   std::thread flusher_;
 };
 

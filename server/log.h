@@ -1,15 +1,13 @@
 #pragma once
 
-#include <string_view>
+// The server logs through common/log.h (shared with rxfleet-agent): Log(LogLevel::kWarning,
+// "...") writes one line to stderr, with the journald priority prefix under journald.
+
+#include "common/log.h"
 
 namespace rxfleet::server {
 
-/// Severity of a server log line; the values are the syslog priorities journald understands.
-enum class LogLevel : int { kError = 3, kWarning = 4, kInfo = 6 };
-
-/// Writes one line "LEVEL message\n" to stderr with a single write(2), so concurrent lines
-/// never interleave; under journald ($JOURNAL_STREAM set) the line starts with the sd-daemon
-/// priority prefix ("<4>warning ...") so journald stores the right priority. Thread-safe.
-void Log(LogLevel level, std::string_view message);
+using common::Log;
+using common::LogLevel;
 
 }  // namespace rxfleet::server

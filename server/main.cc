@@ -1,8 +1,11 @@
 // rxfleet-server: flags -> FleetServerOptions -> FleetServer; SIGTERM/SIGINT -> graceful stop.
 
+#include <pwd.h>
 #include <signal.h>
-#include <systemd/sd-daemon.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -11,9 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/service_notifier.h"
 #include "rxfleet/version.h"
 #include "server/fleet_server.h"
 #include "server/http/http_server.h"
+#include "server/registry/audit_event.h"
 #include "server/store/store.h"
 #include "server/store/token_store.h"
 
@@ -37,6 +42,19 @@ CLI::Validator DurationValidator() {
         return "";
       },
       "DURATION");
+}
+
+// The audit actor of `rxfleet-server tokens`: "local administrator (OS user alice)"; under sudo
+// the invoking user is named too: "local administrator (OS user root, via sudo from alice)".
+std::string LocalAdministrator() {
+  const passwd* entry = ::getpwuid(::geteuid());
+  std::string user =
+      entry != nullptr ? std::string(entry->pw_name) : absl::StrCat("uid ", ::geteuid());
+  const char* sudo_user = std::getenv("SUDO_USER");
+  if (sudo_user != nullptr && sudo_user[0] != '\0') {
+    absl::StrAppend(&user, ", via sudo from ", sudo_user);
+  }
+  return absl::StrCat("local administrator (OS user ", user, ")");
 }
 
 // `rxfleet-server tokens create|list|revoke`: token administration on the database file, for
@@ -64,6 +82,23 @@ int RunTokens(CLI::App& tokens, const std::string& db_path, const std::string& n
     return kExitRuntime;
   }
   rxfleet::server::TokenStore& token_store = **opened;
+  // Every change is audited like the CreateToken/RevokeToken RPCs; the server picks the event
+  // up from the file (running now or at its next start).
+  const std::string actor = LocalAdministrator();
+  const auto audit = [&](const char* action, const absl::Status& result) {
+    rxfleet::server::AuditEntry entry;
+    entry.kind = "Token";
+    entry.name = name;
+    entry.action = action;
+    entry.actor = actor;
+    entry.result = result;
+    if (absl::Status s =
+            (*store)->AddLocalAudit(rxfleet::server::BuildAuditEvent(entry), absl::Now());
+        !s.ok()) {
+      std::cerr << "rxfleet-server tokens: warning: the change is not audited: " << s.message()
+                << "\n";
+    }
+  };
   const auto fail = [](const absl::Status& status) {
     std::cerr << "rxfleet-server tokens: " << status.message() << "\n";
     return absl::IsInvalidArgument(status) ? kExitUsage : kExitRuntime;
@@ -73,7 +108,8 @@ int RunTokens(CLI::App& tokens, const std::string& db_path, const std::string& n
     if (!role.ok())
       return fail(absl::InvalidArgumentError(absl::StrCat("--role: ", role.status().message())));
     absl::StatusOr<rxfleet::server::CreatedToken> created =
-        token_store.Create(name, *role, "local administrator", absl::Now());
+        token_store.Create(name, *role, actor, absl::Now());
+    audit("CreateToken", created.status());
     if (!created.ok()) return fail(created.status());
     std::cerr << "created token '" << name << "' with role " << role_name
               << "; it is shown only now:\n";
@@ -82,6 +118,7 @@ int RunTokens(CLI::App& tokens, const std::string& db_path, const std::string& n
   }
   if (tokens.got_subcommand("revoke")) {
     absl::StatusOr<rxfleet::server::TokenRecord> revoked = token_store.Revoke(name);
+    audit("RevokeToken", revoked.status());
     if (!revoked.ok()) return fail(revoked.status());
     std::cout << "revoked token '" << revoked->name << "' (role "
               << rxfleet::server::RoleName(revoked->role) << ")\n";
@@ -223,20 +260,19 @@ int main(int argc, char** argv) {
     return absl::IsInvalidArgument(server.status()) ? kExitUsage : kExitRuntime;
   }
   // systemd (rxfleet-server.service is Type=notify with WatchdogSec): ready once the database
-  // is open and both listeners are bound; then a watchdog ping at half the interval, sent
-  // from this thread while it waits for a stop signal.
-  sd_notify(0, "READY=1\nSTATUS=serving");
-  uint64_t watchdog_usec = 0;
-  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
-  const absl::Duration ping_every =
-      watchdog ? absl::Microseconds(static_cast<int64_t>(watchdog_usec / 2)) : absl::Hours(24);
+  // is open and both listeners are bound; then watchdog pings from this thread while it waits
+  // for a stop signal.
+  rxfleet::common::ServiceNotifier notifier(absl::Now());
+  notifier.Ready("serving");
   int signal_number = -1;
   while (signal_number < 0) {
-    const timespec wait = absl::ToTimespec(ping_every);
+    notifier.PingIfDue(absl::Now());
+    const absl::Duration until_ping = notifier.NextPing() - absl::Now();
+    const timespec wait =
+        absl::ToTimespec(std::clamp(until_ping, absl::ZeroDuration(), absl::Hours(24)));
     signal_number = ::sigtimedwait(&signals, nullptr, &wait);
-    if (signal_number < 0 && watchdog) sd_notify(0, "WATCHDOG=1");
   }
-  sd_notify(0, "STOPPING=1");
+  notifier.Stopping();
   (*server)->Shutdown(kShutdownGrace);
   return kExitOk;
 }

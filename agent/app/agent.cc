@@ -13,9 +13,10 @@
 #include "agent/telemetry/agent_telemetry.h"
 #include "common/host_labels.h"
 #include "common/proto/time.h"
+#include "common/service_notifier.h"
 #include "common/string_view_compat.h"
+#include "common/validation.h"
 #include "rxfleet/version.h"
-#include "systemd/sd-daemon.h"
 
 namespace rxfleet::agent {
 namespace {
@@ -52,25 +53,6 @@ std::string LabelsText(const std::map<std::string, std::string>& labels) {
 
 }  // namespace
 
-absl::Status ValidateHostId(const std::string& host_id) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (host_id.empty() || host_id.size() > 63) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("host id \"%s\" must be 1..63 characters", host_id));
-  }
-  for (char c : host_id) {
-    if (!alnum(c) && c != '-' && c != '.') {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "host id \"%s\" may only contain lower-case letters, digits, '-' and '.'", host_id));
-    }
-  }
-  if (!alnum(host_id.front()) || !alnum(host_id.back())) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("host id \"%s\" must start and end with a letter or digit", host_id));
-  }
-  return absl::OkStatus();
-}
-
 std::string DefaultHostId(const std::string& hostname) {
   std::string id;
   for (char c : hostname) {
@@ -106,7 +88,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
   }
   const UnameInfo uname = ReadUname();
   if (options.host_id.empty()) options.host_id = DefaultHostId(uname.nodename);
-  if (absl::Status s = ValidateHostId(options.host_id); !s.ok()) return s;
+  if (absl::Status s = common::ValidateHostId(options.host_id); !s.ok()) return s;
   for (const auto& [key, value] : options.labels) {
     if (absl::Status s = common::ValidateLabelKey(key); !s.ok()) return s;
     if (absl::Status s = common::ValidateLabelValue(value); !s.ok()) return s;
@@ -429,12 +411,8 @@ absl::Status Agent::Run() {
   // systemd (Type=notify, WatchdogSec=): READY once policies are loaded, the first scan is
   // done and the endpoints listen; WATCHDOG pings from this loop only, so a stuck loop stops
   // them. Without $NOTIFY_SOCKET these are no-ops.
-  uint64_t watchdog_usec = 0;
-  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0;
-  const absl::Duration watchdog_interval = absl::Microseconds(watchdog_usec) / 2;
-  absl::Time next_watchdog = MonotonicNow();
-  std::string service_status = ServiceStatus(manager_->Snapshots());
-  sd_notify(0, absl::StrCat("READY=1\nSTATUS=", service_status).c_str());
+  common::ServiceNotifier notifier(MonotonicNow());
+  notifier.Ready(ServiceStatus(manager_->Snapshots()));
 
   std::optional<absl::Time> expiry;  // wall clock: an experiment period ends
   std::optional<absl::Time> edge;    // wall clock: an experiment window ends
@@ -447,15 +425,12 @@ absl::Status Agent::Run() {
       reload = std::exchange(reload_requested_, false);
     }
     const absl::Time now = MonotonicNow();
-    if (watchdog && now >= next_watchdog) {
-      sd_notify(0, "WATCHDOG=1");
-      next_watchdog = now + watchdog_interval;
-    }
+    notifier.PingIfDue(now);
     if (reload) {
       log_(LogLevel::kInfo, "reloading local policies (SIGHUP)");
-      sd_notify(0, "RELOADING=1");
+      notifier.Reloading();
       PollLocalPolicies(/*force=*/true);
-      sd_notify(0, "READY=1");
+      notifier.ReloadDone();
       next_poll = now + options_.policy_poll_period;
     } else if (now >= next_poll) {
       PollLocalPolicies(/*force=*/false);
@@ -485,12 +460,8 @@ absl::Status Agent::Run() {
     if (expiry) deadline = std::min(deadline, MonotonicNow() + (*expiry - wall));
     edge = telemetry_->NextExperimentEdge();
     if (edge) deadline = std::min(deadline, MonotonicNow() + (*edge - wall));
-    if (watchdog) deadline = std::min(deadline, next_watchdog);
-    if (std::string status_text = ServiceStatus(manager_->Snapshots());
-        status_text != service_status) {
-      service_status = std::move(status_text);
-      sd_notify(0, absl::StrCat("STATUS=", service_status).c_str());
-    }
+    deadline = std::min(deadline, notifier.NextPing());
+    notifier.SetStatus(ServiceStatus(manager_->Snapshots()));
 
     absl::MutexLock lock(&mu_);
     while (!wake_ && !stop_) {
@@ -500,7 +471,7 @@ absl::Status Agent::Run() {
     }
   }
 
-  sd_notify(0, "STOPPING=1");
+  notifier.Stopping();
   log_(LogLevel::kInfo, "stopping");
   if (hotplug) source_->Stop();
   status.reset();  // shuts the endpoint down and removes the socket

@@ -195,9 +195,6 @@ class Agent {
   ExperimentWindowSink window_sink_ ABSL_GUARDED_BY(mu_);
 };
 
-/// Host id check: 1..63 characters of [a-z0-9.-], starting and ending alphanumeric.
-absl::Status ValidateHostId(const std::string& host_id);
-
 /// The default host id: the host name, lower-cased, with characters outside [a-z0-9.-] replaced
 /// by '-' (cut to 63); "localhost" if the name is empty.
 std::string DefaultHostId(const std::string& hostname);

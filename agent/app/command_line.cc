@@ -16,6 +16,7 @@
 #include "common/host_labels.h"
 #include "common/net_address.h"
 #include "common/string_view_compat.h"
+#include "common/validation.h"
 #include "rxfleet/version.h"
 #include "yaml-cpp/yaml.h"
 
@@ -114,7 +115,7 @@ absl::Status ApplyConfigFile(const std::string& path, AgentOptions& options) {
     if (key == "hostId") {
       status = scalar(options.host_id);
       if (status.ok()) {
-        if (absl::Status s = ValidateHostId(options.host_id); !s.ok()) {
+        if (absl::Status s = common::ValidateHostId(options.host_id); !s.ok()) {
           return error(value, key, std::string(s.message()));
         }
       }
@@ -315,7 +316,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
     o.labels[parsed->first] = parsed->second;
   }
   if (!host_id.empty()) {
-    if (absl::Status s = ValidateHostId(host_id); !s.ok()) {
+    if (absl::Status s = common::ValidateHostId(host_id); !s.ok()) {
       return usage(absl::StrCat("--host-id: ", s.message()));
     }
     o.host_id = host_id;

@@ -23,18 +23,30 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> LinkCredentials(
-    const LinkTlsFiles& files) {
+absl::StatusOr<common::TlsClientSetup> LinkTlsSetup(const LinkTlsFiles& files) {
   absl::StatusOr<std::string> ca = ReadPem(files.ca_file, "--tls-ca");
   if (!ca.ok()) return ca.status();
   absl::StatusOr<std::string> cert = ReadPem(files.cert_file, "--tls-cert");
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadPem(files.key_file, "--tls-key");
   if (!key.ok()) return key.status();
+  common::TlsClientSetup setup;
+  setup.ca_pem = *std::move(ca);
+  setup.cert_pem = *std::move(cert);
+  setup.key_pem = *std::move(key);
+  setup.ca_source = absl::StrCat("the fleet CA --tls-ca ", files.ca_file);
+  setup.cert_source = absl::StrCat("--tls-cert ", files.cert_file);
+  return setup;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> LinkCredentials(
+    const LinkTlsFiles& files) {
+  absl::StatusOr<common::TlsClientSetup> setup = LinkTlsSetup(files);
+  if (!setup.ok()) return setup.status();
   grpc::SslCredentialsOptions options;
-  options.pem_root_certs = *std::move(ca);
-  options.pem_cert_chain = *std::move(cert);
-  options.pem_private_key = *std::move(key);
+  options.pem_root_certs = std::move(setup->ca_pem);
+  options.pem_cert_chain = std::move(setup->cert_pem);
+  options.pem_private_key = std::move(setup->key_pem);
   return grpc::SslCredentials(options);
 }
 

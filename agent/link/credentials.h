@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/tls_diagnosis.h"
 
 namespace rxfleet::agent {
 
@@ -19,6 +20,10 @@ struct LinkTlsFiles {
   std::string cert_file;  ///< this host's client certificate (chain)
   std::string key_file;   ///< its private key
 };
+
+/// Reads the three files (InvalidArgument naming the flag as LinkCredentials) into the setup
+/// common::ExplainTlsFailure uses to explain a failed connection.
+absl::StatusOr<common::TlsClientSetup> LinkTlsSetup(const LinkTlsFiles& files);
 
 /// Reads the files and builds SSL channel credentials. Called before every connection
 /// attempt, so certificates rotated on disk are used from the next reconnect on. Errors:

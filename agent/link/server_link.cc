@@ -197,7 +197,7 @@ void ServerLink::Loop() {
       status_.set_state(v1::SERVER_LINK_STATE_CONNECTING);
     }
     PublishStatus();
-    const grpc::Status ended = RunStream();
+    const grpc::Status ended = Explained(RunStream());
     absl::Duration delay;
     {
       absl::MutexLock lock(&mu_);
@@ -216,6 +216,24 @@ void ServerLink::Loop() {
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
   }
+}
+
+grpc::Status ServerLink::Explained(grpc::Status ended) const {
+  // Only failures to reach the server, and only with the agent's own transport (tests may
+  // inject credentials the diagnosis cannot reproduce).
+  if (ended.error_code() != grpc::StatusCode::UNAVAILABLE || options_.credentials != nullptr) {
+    return ended;
+  }
+  common::TlsClientSetup setup;
+  setup.tls = options_.tls.has_value();
+  if (setup.tls) {
+    absl::StatusOr<common::TlsClientSetup> files = LinkTlsSetup(*options_.tls);
+    if (!files.ok()) return ended;
+    setup = *std::move(files);
+  }
+  std::optional<std::string> why = common::ExplainTlsFailure(options_.server_address, setup);
+  if (!why.has_value()) return ended;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
 }
 
 grpc::Status ServerLink::RunStream() {

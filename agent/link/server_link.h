@@ -143,6 +143,9 @@ class ServerLink {
   void PublishStatus() ABSL_LOCKS_EXCLUDED(mu_);
   void Loop();
   /// One stream from connect to end; returns its final status.
+  // `ended` with an UNAVAILABLE failure explained in plain words when TLS is the cause
+  // (common::ExplainTlsFailure), unchanged otherwise.
+  grpc::Status Explained(grpc::Status ended) const;
   grpc::Status RunStream();
   void WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream,
                  grpc::ClientContext* context);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "civetweb.h"
+#include "common/listen_error.h"
 #include "common/string_view_compat.h"
 #include "prometheus/exposer.h"
 
@@ -103,8 +104,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
                                  std::to_string(options.threads)},
         &callbacks);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", options.address, ": ", e.what()));
+    return common::ListenError("--metrics-address", listening, e.what());
   }
   server->exposer_->RegisterCollectable(server->registry_);
   const std::vector<int> ports = server->exposer_->GetListeningPorts();

@@ -7,34 +7,15 @@
 #include "absl/strings/str_format.h"
 #include "common/host_labels.h"
 #include "common/string_view_compat.h"
+#include "common/validation.h"
 
 namespace rxfleet::agent {
 namespace {
 
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-absl::Status ValidateExperimentName(std::string_view name) {
-  if (name.empty() || name.size() > 63) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("experiment name \"%s\" must be 1..63 characters", name));
-  }
-  for (char c : name) {
-    if (!IsLowerAlnum(c) && c != '-') {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "experiment name \"%s\" may only contain lower-case letters, digits and '-'", name));
-    }
-  }
-  if (!IsLowerAlnum(name.front()) || !IsLowerAlnum(name.back())) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("experiment name \"%s\" must start and end with a letter or digit", name));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ValidateAssignment(const ExperimentAssignment& a,
                                 const std::map<std::string, common::RxAggLayout>& layouts) {
-  if (a.adapter_id.empty()) return absl::InvalidArgumentError("adapter id is empty");
-  if (absl::Status s = ValidateExperimentName(a.experiment); !s.ok()) return s;
+  if (absl::Status s = common::ValidateAdapterId(a.adapter_id); !s.ok()) return s;
+  if (absl::Status s = common::ValidateExperimentName(a.experiment); !s.ok()) return s;
   if (a.arm.empty()) return absl::InvalidArgumentError("arm is empty");
   if (absl::Status s = common::ValidateLabelValue(a.arm); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("arm: ", s.message()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/string_view_compat.h"
+#include "common/tls_diagnosis.h"
 #include "grpcpp/grpcpp.h"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
 #include "rxfleet/v1/local_status.grpc.pb.h"
@@ -62,8 +64,9 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view f
 class GrpcFleetClient final : public FleetClient {
  public:
   GrpcFleetClient(std::shared_ptr<grpc::Channel> channel, ConnectionSettings settings,
-                  std::stop_token stop)
-      : channel_(channel),
+                  common::TlsClientSetup tls, std::stop_token stop)
+      : tls_(std::move(tls)),
+        channel_(channel),
         stub_(v1::FleetService::NewStub(channel)),
         settings_(std::move(settings)),
         peer_(absl::StrCat("rxfleet-server at ", settings_.server, " (server address from ",
@@ -184,10 +187,21 @@ class GrpcFleetClient final : public FleetClient {
     if (status.ok()) {
       return absl::UnavailableError(absl::StrCat(peer_, " ended the watch"));
     }
-    return ToAbsl(status, peer_, settings_.timeout, /*stopped=*/false);
+    return Failed(status, /*stopped=*/false);
   }
 
  private:
+  // ToAbsl, with a failed connection explained in plain words when TLS is the cause (gRPC
+  // says "Socket closed" or prints handshake internals).
+  absl::Status Failed(const grpc::Status& status, bool stopped) {
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE && !stopped) {
+      if (std::optional<std::string> why = common::ExplainTlsFailure(settings_.server, tls_)) {
+        return absl::UnavailableError(absl::StrCat("cannot reach ", peer_, ": ", *why));
+      }
+    }
+    return ToAbsl(status, peer_, settings_.timeout, stopped);
+  }
+
   // Waits until the channel is READY (OK), fails fast (OK too: the call then reports why), or
   // the timeout passes (DEADLINE_EXCEEDED). Wakes every 100 ms to notice a stop request.
   absl::Status AwaitConnection(const std::stop_token& stop) {
@@ -225,10 +239,11 @@ class GrpcFleetClient final : public FleetClient {
     std::stop_callback cancel(stop_, [&ctx] { ctx.TryCancel(); });
     Response response;
     const grpc::Status status = call(&ctx, &response);
-    if (!status.ok()) return ToAbsl(status, peer_, settings_.timeout, stop_.stop_requested());
+    if (!status.ok()) return Failed(status, stop_.stop_requested());
     return response;
   }
 
+  const common::TlsClientSetup tls_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::FleetService::Stub> stub_;
   ConnectionSettings settings_;
@@ -267,12 +282,15 @@ class GrpcLocalStatusClient final : public LocalStatusClient {
 absl::StatusOr<std::unique_ptr<FleetClient>> ConnectFleet(const ConnectionSettings& settings,
                                                           std::stop_token stop) {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  common::TlsClientSetup tls;
+  tls.tls = settings.tls;
   if (settings.tls) {
     grpc::SslCredentialsOptions options;
     if (!settings.ca_file.empty()) {
       auto ca = ReadPem(settings.ca_file, "CA file");
       if (!ca.ok()) return ca.status();
       options.pem_root_certs = *std::move(ca);
+      tls.ca_source = absl::StrCat("the CA file ", settings.ca_file);
     }
     if (!settings.cert_file.empty()) {
       auto cert = ReadPem(settings.cert_file, "certificate file");
@@ -281,13 +299,18 @@ absl::StatusOr<std::unique_ptr<FleetClient>> ConnectFleet(const ConnectionSettin
       if (!key.ok()) return key.status();
       options.pem_cert_chain = *std::move(cert);
       options.pem_private_key = *std::move(key);
+      tls.cert_source = settings.cert_file;
     }
+    tls.ca_pem = options.pem_root_certs;
+    tls.cert_pem = options.pem_cert_chain;
+    tls.key_pem = options.pem_private_key;
     credentials = grpc::SslCredentials(options);
   } else {
     credentials = grpc::InsecureChannelCredentials();
   }
   auto channel = grpc::CreateCustomChannel(settings.server, credentials, ChannelArgs());
-  return std::make_unique<GrpcFleetClient>(std::move(channel), settings, std::move(stop));
+  return std::make_unique<GrpcFleetClient>(std::move(channel), settings, std::move(tls),
+                                           std::move(stop));
 }
 
 std::unique_ptr<LocalStatusClient> ConnectLocalStatus(std::string_view socket_path,

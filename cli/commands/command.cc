@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/string_view_compat.h"
+#include "common/validation.h"
 
 namespace rxfleet::cli {
 
@@ -24,7 +25,24 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseAdapterRef(std::string_
                      "': expected HOST/ADAPTER, e.g. pi1/port-2-2 (adapter ids are unique per "
                      "host only)"));
   }
-  return std::make_pair(std::string(ref.substr(0, slash)), std::string(ref.substr(slash + 1)));
+  std::pair<std::string, std::string> parts(ref.substr(0, slash), ref.substr(slash + 1));
+  for (const absl::Status& s :
+       {common::ValidateHostId(parts.first), common::ValidateAdapterId(parts.second)}) {
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("adapter '", common::ToAbslView(ref), "': ", s.message()));
+    }
+  }
+  return parts;
+}
+
+CLI::Validator RuleCheck(absl::Status (*rule)(std::string_view)) {
+  return CLI::Validator(
+      [rule](std::string& value) -> std::string {
+        absl::Status s = rule(value);
+        return s.ok() ? std::string() : std::string(s.message());
+      },
+      "", "rule");
 }
 
 void PrintNoResources(const Streams& streams) { *streams.err << "No resources found.\n"; }

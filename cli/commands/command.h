@@ -58,8 +58,13 @@ struct SelectedCommand {
 };
 
 /// Splits an adapter reference "HOST/ADAPTER" (adapter ids are unique per host only).
-/// InvalidArgument with an example unless both parts are non-empty.
+/// InvalidArgument with an example unless both parts are non-empty, and naming the rule when
+/// HOST is not a valid host id or ADAPTER not a valid adapter id (common/validation.h).
 absl::StatusOr<std::pair<std::string, std::string>> ParseAdapterRef(std::string_view ref);
+
+/// A CLI11 check that runs one of common/validation.h's rules on an argument, so a bad name is
+/// a usage error with the rule's message before any call (e.g. common::ValidateExperimentName).
+CLI::Validator RuleCheck(absl::Status (*rule)(std::string_view));
 
 /// Prints "No resources found." on the error stream (kubectl's wording for empty results).
 void PrintNoResources(const Streams& streams);

@@ -19,6 +19,7 @@
 #include "common/experiment/experiment.h"
 #include "common/proto/experiment.h"
 #include "common/string_view_compat.h"
+#include "common/validation.h"
 
 namespace rxfleet::cli {
 namespace {
@@ -188,7 +189,9 @@ void AddExperimentCommand(CLI::App& root, SelectedCommand* selected) {
         "Examples:\n  rxfleetctl experiment report hold-ab\n"
         "  rxfleetctl experiment report hold-ab --segment usb_speed=high\n"
         "  rxfleetctl experiment report hold-ab -o json");
-    report->add_option("NAME", options->name, "Experiment name")->required();
+    report->add_option("NAME", options->name, "Experiment name")
+        ->required()
+        ->check(RuleCheck(&common::ValidateExperimentName));
     report->add_option("--segment", options->segment,
                        "Only segments with these values, e.g. usb_speed=high,board=pi1");
     report->add_option("-o,--output", options->output, "Output format")
@@ -203,7 +206,9 @@ void AddExperimentCommand(CLI::App& root, SelectedCommand* selected) {
     stop->footer(
         "Examples:\n  rxfleetctl experiment stop hold-ab\n"
         "  rxfleetctl experiment stop hold-ab --reason \"pi1 drops frames\"");
-    stop->add_option("NAME", options->name, "Experiment name")->required();
+    stop->add_option("NAME", options->name, "Experiment name")
+        ->required()
+        ->check(RuleCheck(&common::ValidateExperimentName));
     stop->add_option("--reason", options->reason, "Why, recorded in status and the audit log");
     stop->add_option("--resource-version", options->resource_version,
                      "Stop only if the experiment still has this resource version");
@@ -220,7 +225,9 @@ void AddExperimentCommand(CLI::App& root, SelectedCommand* selected) {
         "  rxfleetctl experiment promote hold-ab short --yes\n\n"
         "Without --yes it asks for confirmation when standard input is a terminal; otherwise it "
         "prints what would change and exits 1.");
-    promote->add_option("NAME", options->name, "Experiment name")->required();
+    promote->add_option("NAME", options->name, "Experiment name")
+        ->required()
+        ->check(RuleCheck(&common::ValidateExperimentName));
     promote->add_option("ARM", options->arm, "Arm to promote")->required();
     promote->add_option("--segment", options->segment,
                         "Only this segment, e.g. usb_speed=super (its values become selector "

@@ -23,18 +23,13 @@
 #include "common/chips/rx_agg.h"
 #include "common/policy/policy.h"
 #include "common/usb_speed.h"
+#include "common/validation.h"
 
 namespace rxfleet::common {
 
 // ---------------------------------------------------------------------------------------------
 // Value rules. Each returns InvalidArgument with the message alone (no position or field path);
-// callers add those.
-
-/// A document or arm name: 1..63 characters of [a-z0-9-], starting and ending with a letter or
-/// digit. `what` names the value in messages: "<what> 'x' must be 1..63 characters of
-/// [a-z0-9-]", "... may contain only lower-case letters, digits and '-'", "... must start and
-/// end with a letter or digit".
-absl::Status CheckObjectName(std::string_view what, std::string_view name);
+// callers add those. Names and ids: common/validation.h.
 
 /// A priority in -1000..1000 (kMinPolicyPriority..kMaxPolicyPriority); otherwise "priority
 /// 2000 is out of range -1000..1000".
@@ -42,9 +37,6 @@ absl::Status CheckPriority(int64_t priority);
 
 /// A chip name from the chip table; otherwise "unknown chip 'x' (known chips: a, b, ...)".
 absl::Status CheckChipName(std::string_view chip);
-
-/// An adapter id: non-empty, no ASCII control characters.
-absl::Status CheckAdapterId(std::string_view id);
 
 /// A USB speed a selector may name: anything but UsbSpeed::kUnknown.
 absl::Status CheckSelectableUsbSpeed(UsbSpeed speed);

@@ -153,20 +153,8 @@ absl::Status ValidatePolicy(const Policy& policy) {
   if (absl::Status s = CheckLabels(policy.labels); !s.ok()) return fail("metadata.labels", s);
   if (absl::Status s = CheckPriority(policy.priority); !s.ok()) return fail("spec.priority", s);
   const Selector& selector = policy.selector;
-  if (absl::Status s = CheckLabels(selector.match_labels); !s.ok()) {
-    return fail("spec.selector.matchLabels", s);
-  }
-  for (UsbSpeed speed : selector.usb_speeds) {
-    if (absl::Status s = CheckSelectableUsbSpeed(speed); !s.ok())
-      return fail("spec.selector.usbSpeeds", s);
-  }
-  for (const std::string& chip : selector.chips) {
-    if (absl::Status s = CheckChipName(chip); !s.ok()) return fail("spec.selector.chips", s);
-  }
-  for (const std::string& adapter : selector.adapters) {
-    if (absl::Status s = CheckAdapterId(adapter); !s.ok()) {
-      return fail("spec.selector.adapters", s);
-    }
+  if (std::optional<FieldProblem> p = FindSelectorProblem(selector, "spec.selector")) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, p->field, ": ", p->message));
   }
   if (absl::Status s = CheckSettings(policy.settings, selector); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, s.message()));

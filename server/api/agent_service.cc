@@ -1,3 +1,9 @@
+// AgentService: one AgentStream reactor per connected agent (below) and the service that
+// registers streams and fans bundles out to them (AgentServiceImpl, at the end).
+// Length reason: the reactor is one state machine (Hello deadline, reads, the coalescing
+// outbound queue, Finish exactly once, OnDone) whose invariants on mu_ hold across all its
+// methods; split across files it would have to expose that state. The service part is ~90 lines.
+
 #include "server/api/agent_service.h"
 
 #include <grpcpp/alarm.h>

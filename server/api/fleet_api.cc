@@ -16,6 +16,7 @@
 #include "common/string_view_compat.h"
 #include "server/api/explain.h"
 #include "server/api/paging.h"
+#include "server/registry/audit_event.h"
 
 namespace rxfleet::server {
 namespace {
@@ -226,20 +227,16 @@ v1::Policy FleetApi::WithStatus(const v1::Policy& policy, const PolicySnapshot& 
 void FleetApi::Audit(const Caller& caller, std::string_view action, std::string_view policy,
                      std::string_view old_version, std::string_view new_version, bool dry_run,
                      const absl::Status& result) {
-  v1::Event event = PolicyEvent(
-      action, std::string(policy),
-      absl::StrCat(ToAbslView(action), " policy ", ToAbslView(policy), dry_run ? " (dry run)" : "",
-                   ": ", absl::StatusCodeToString(result.code()),
-                   result.ok() ? "" : absl::StrCat(" ", result.message())));
-  event.set_type(result.ok() ? v1::EVENT_TYPE_NORMAL : v1::EVENT_TYPE_WARNING);
-  v1::AuditRecord* audit = event.mutable_audit();
-  audit->set_actor(caller.actor);
-  audit->set_action(std::string(action));
-  audit->set_old_resource_version(std::string(old_version));
-  audit->set_new_resource_version(std::string(new_version));
-  audit->set_dry_run(dry_run);
-  audit->set_result_code(absl::StatusCodeToString(result.code()));
-  deps_.events->Record(std::move(event), absl::Now());
+  deps_.events->Record(BuildAuditEvent({.kind = "Policy",
+                                        .name = std::string(policy),
+                                        .action = std::string(action),
+                                        .actor = caller.actor,
+                                        .detail = "",
+                                        .old_resource_version = std::string(old_version),
+                                        .new_resource_version = std::string(new_version),
+                                        .dry_run = dry_run,
+                                        .result = result}),
+                       absl::Now());
 }
 
 absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPolicyRequest& request,

@@ -10,6 +10,7 @@
 #include "common/string_view_compat.h"
 #include "server/api/status.h"
 #include "server/experiments/controller.h"
+#include "server/registry/audit_event.h"
 
 namespace rxfleet::server {
 namespace {
@@ -159,41 +160,36 @@ FleetServiceImpl::~FleetServiceImpl() = default;
 template <typename Response, typename Fn>
 grpc::ServerUnaryReactor* FleetServiceImpl::RunExperiment(grpc::CallbackServerContext* context,
                                                           std::string_view method,
-                                                          Response* response, Fn fn) {
-  return Run(context, method, response,
-             [this, fn](const Caller& caller) -> absl::StatusOr<Response> {
-               if (experiments_ == nullptr) {
-                 return absl::UnimplementedError("experiments are not enabled in this server");
-               }
-               if constexpr (std::is_invocable_v<Fn&, ExperimentController&, const Caller&>) {
-                 return fn(*experiments_, caller);
-               } else {
-                 return fn(*experiments_);
-               }
-             });
+                                                          Response* response, Fn fn, bool dry_run) {
+  return Run(
+      context, method, response,
+      [this, fn](const Caller& caller) -> absl::StatusOr<Response> {
+        if (experiments_ == nullptr) {
+          return absl::UnimplementedError("experiments are not enabled in this server");
+        }
+        if constexpr (std::is_invocable_v<Fn&, ExperimentController&, const Caller&>) {
+          return fn(*experiments_, caller);
+        } else {
+          return fn(*experiments_);
+        }
+      },
+      dry_run);
 }
 
 void FleetServiceImpl::AuditExperiment(const Caller& caller, std::string_view action,
                                        std::string_view name, std::string_view detail,
                                        std::string_view old_version, std::string_view new_version,
                                        bool dry_run, const absl::Status& result) {
-  v1::Event event;
-  event.set_type(result.ok() ? v1::EVENT_TYPE_NORMAL : v1::EVENT_TYPE_WARNING);
-  event.set_reason(std::string(action));
-  event.set_message(absl::StrCat(ToAbslView(action), " experiment ", ToAbslView(name),
-                                 ToAbslView(detail), dry_run ? " (dry run)" : "", ": ",
-                                 absl::StatusCodeToString(result.code()),
-                                 result.ok() ? "" : absl::StrCat(" ", result.message())));
-  event.mutable_involved_object()->set_kind("Experiment");
-  event.mutable_involved_object()->set_name(std::string(name));
-  v1::AuditRecord* audit = event.mutable_audit();
-  audit->set_actor(caller.actor);
-  audit->set_action(std::string(action));
-  audit->set_old_resource_version(std::string(old_version));
-  audit->set_new_resource_version(std::string(new_version));
-  audit->set_dry_run(dry_run);
-  audit->set_result_code(absl::StatusCodeToString(result.code()));
-  events_->Record(std::move(event), absl::Now());
+  events_->Record(BuildAuditEvent({.kind = "Experiment",
+                                   .name = std::string(name),
+                                   .action = std::string(action),
+                                   .actor = caller.actor,
+                                   .detail = std::string(detail),
+                                   .old_resource_version = std::string(old_version),
+                                   .new_resource_version = std::string(new_version),
+                                   .dry_run = dry_run,
+                                   .result = result}),
+                  absl::Now());
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListHosts(grpc::CallbackServerContext* context,
@@ -223,8 +219,10 @@ grpc::ServerUnaryReactor* FleetServiceImpl::GetAdapter(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* FleetServiceImpl::ApplyPolicy(grpc::CallbackServerContext* context,
                                                         const v1::ApplyPolicyRequest* request,
                                                         v1::ApplyPolicyResponse* response) {
-  return Run(context, __func__, response,
-             [this, request](const Caller& caller) { return api_->ApplyPolicy(*request, caller); });
+  return Run(
+      context, __func__, response,
+      [this, request](const Caller& caller) { return api_->ApplyPolicy(*request, caller); },
+      request->dry_run());
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetPolicy(grpc::CallbackServerContext* context,
@@ -242,9 +240,10 @@ grpc::ServerUnaryReactor* FleetServiceImpl::ListPolicies(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* FleetServiceImpl::DeletePolicy(grpc::CallbackServerContext* context,
                                                          const v1::DeletePolicyRequest* request,
                                                          v1::DeletePolicyResponse* response) {
-  return Run(context, __func__, response, [this, request](const Caller& caller) {
-    return api_->DeletePolicy(*request, caller);
-  });
+  return Run(
+      context, __func__, response,
+      [this, request](const Caller& caller) { return api_->DeletePolicy(*request, caller); },
+      request->dry_run());
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ExplainAdapter(grpc::CallbackServerContext* context,
@@ -266,7 +265,8 @@ grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(
                         created.ok() ? created->experiment().metadata().resource_version() : "",
                         request->dry_run(), created.status());
         return created;
-      });
+      },
+      request->dry_run());
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListExperiments(
@@ -324,7 +324,8 @@ grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
                         promoted.ok() ? promoted->policy().metadata().resource_version() : "",
                         request->dry_run(), promoted.status());
         return promoted;
-      });
+      },
+      request->dry_run());
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListEvents(grpc::CallbackServerContext* context,

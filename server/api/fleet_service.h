@@ -113,9 +113,10 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
   /// Queues `fn` on the work queue after authorizing the caller for `method` (pass __func__:
   /// the FleetService method name, looked up in RequiredRole()). `fn` returns
   /// StatusOr<Response> and takes either no argument or the authenticated `const Caller&`.
+  /// `dry_run`: the request's dry_run field (a dry run may need a lower role).
   template <typename Response, typename Fn>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, std::string_view method,
-                                Response* response, Fn fn);
+                                Response* response, Fn fn, bool dry_run = false);
   /// Records an audit event for a change to a token.
   void AuditToken(const Caller& caller, std::string_view action, std::string_view name,
                   const absl::Status& result);
@@ -128,7 +129,8 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
   /// controller (after authorization).
   template <typename Response, typename Fn>
   grpc::ServerUnaryReactor* RunExperiment(grpc::CallbackServerContext* context,
-                                          std::string_view method, Response* response, Fn fn);
+                                          std::string_view method, Response* response, Fn fn,
+                                          bool dry_run = false);
   void Forget(WatchReactor* watch);
 
   FleetApi* const api_;
@@ -145,14 +147,14 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
 
 template <typename Response, typename Fn>
 grpc::ServerUnaryReactor* FleetServiceImpl::Run(grpc::CallbackServerContext* context,
-                                                std::string_view method, Response* response,
-                                                Fn fn) {
+                                                std::string_view method, Response* response, Fn fn,
+                                                bool dry_run) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The context stays valid until Finish; the token lookup reads SQLite, so it runs here on
   // the work queue rather than on a callback thread.
-  const bool queued =
-      work_->Submit([this, context, method, reactor, response, fn = std::move(fn)]() mutable {
-        absl::StatusOr<Principal> principal = auth_->Authorize(*context, method);
+  const bool queued = work_->Submit(
+      [this, context, method, reactor, response, dry_run, fn = std::move(fn)]() mutable {
+        absl::StatusOr<Principal> principal = auth_->Authorize(*context, method, dry_run);
         absl::StatusOr<Response> result = absl::UnknownError("not run");
         if (!principal.ok()) {
           result = principal.status();

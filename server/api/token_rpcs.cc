@@ -8,6 +8,7 @@
 #include "common/string_view_compat.h"
 #include "server/api/fleet_service.h"
 #include "server/api/status.h"
+#include "server/registry/audit_event.h"
 
 namespace rxfleet::server {
 namespace {
@@ -30,19 +31,16 @@ v1::TokenInfo ToProto(const TokenRecord& record) {
 
 void FleetServiceImpl::AuditToken(const Caller& caller, std::string_view action,
                                   std::string_view name, const absl::Status& result) {
-  v1::Event event;
-  event.set_type(result.ok() ? v1::EVENT_TYPE_NORMAL : v1::EVENT_TYPE_WARNING);
-  event.set_reason(std::string(action));
-  event.set_message(absl::StrCat(ToAbslView(action), " token ", ToAbslView(name), ": ",
-                                 absl::StatusCodeToString(result.code()),
-                                 result.ok() ? "" : absl::StrCat(" ", result.message())));
-  event.mutable_involved_object()->set_kind("Token");
-  event.mutable_involved_object()->set_name(std::string(name));
-  v1::AuditRecord* audit = event.mutable_audit();
-  audit->set_actor(caller.actor);
-  audit->set_action(std::string(action));
-  audit->set_result_code(absl::StatusCodeToString(result.code()));
-  events_->Record(std::move(event), absl::Now());
+  events_->Record(BuildAuditEvent({.kind = "Token",
+                                   .name = std::string(name),
+                                   .action = std::string(action),
+                                   .actor = caller.actor,
+                                   .detail = "",
+                                   .old_resource_version = "",
+                                   .new_resource_version = "",
+                                   .dry_run = false,
+                                   .result = result}),
+                  absl::Now());
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::CreateToken(grpc::CallbackServerContext* context,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_labels.h"
 #include "common/string_view_compat.h"
+#include "common/validation.h"
 
 namespace rxfleet::server {
 namespace {
@@ -27,24 +28,10 @@ absl::Status CheckShort(std::string_view field, const std::string& value) {
   return absl::OkStatus();
 }
 
-absl::Status CheckHostId(const std::string& id) {
-  if (id.empty() || id.size() > kMaxHostIdLength) {
-    return Invalid("hello.host_id", absl::StrCat("'", id, "' must be 1..63 characters"));
-  }
-  for (char c : id) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (!(absl::ascii_islower(u) || absl::ascii_isdigit(u) || c == '-' || c == '.')) {
-      return Invalid("hello.host_id",
-                     absl::StrCat("'", absl::CHexEscape(id),
-                                  "' may contain only lower-case letters, digits, '-' and '.'"));
-    }
-  }
-  if (!absl::ascii_isalnum(static_cast<unsigned char>(id.front())) ||
-      !absl::ascii_isalnum(static_cast<unsigned char>(id.back()))) {
-    return Invalid("hello.host_id",
-                   absl::StrCat("'", id, "' must start and end with a letter or digit"));
-  }
-  return absl::OkStatus();
+// The naming rules are common/validation.h's; this adds the field path.
+absl::Status CheckField(std::string_view field, const absl::Status& status) {
+  if (status.ok()) return status;
+  return Invalid(field, common::ToStdView(status.message()));
 }
 
 absl::Status CheckMetricsAddress(const std::string& address) {
@@ -71,24 +58,12 @@ absl::Status CheckMetricsAddress(const std::string& address) {
   return absl::OkStatus();
 }
 
-absl::Status CheckAdapterId(std::string_view field, const std::string& id) {
-  if (id.empty() || id.size() > kMaxAdapterIdLength) {
-    return Invalid(field, absl::StrCat("adapter id '", absl::CHexEscape(id), "' must be 1..",
-                                       kMaxAdapterIdLength, " characters"));
-  }
-  for (char c : id) {
-    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-      return Invalid(field, absl::StrCat("adapter id '", absl::CHexEscape(id),
-                                         "' must be printable ASCII without spaces"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status ValidateHello(const v1::Hello& hello) {
-  if (absl::Status s = CheckHostId(hello.host_id()); !s.ok()) return s;
+  if (absl::Status s = CheckField("hello.host_id", common::ValidateHostId(hello.host_id()));
+      !s.ok())
+    return s;
   if (hello.labels_size() > static_cast<int>(kMaxHostLabels)) {
     return Invalid("hello.labels", absl::StrCat("more than ", kMaxHostLabels, " labels"));
   }
@@ -134,7 +109,8 @@ absl::Status ValidateAdapters(const google::protobuf::RepeatedPtrField<v1::Adapt
   std::set<std::string_view> seen;
   for (int i = 0; i < adapters.size(); ++i) {
     const std::string& id = adapters[i].metadata().name();
-    if (absl::Status s = CheckAdapterId(absl::StrCat("adapters[", i, "].metadata.name"), id);
+    if (absl::Status s = CheckField(absl::StrCat("adapters[", i, "].metadata.name"),
+                                    common::ValidateAdapterId(id));
         !s.ok()) {
       return s;
     }
@@ -152,8 +128,8 @@ absl::Status ValidateAdapterUpdate(const v1::AdapterUpdate& update) {
     return Invalid("removed_adapter_ids", absl::StrCat("more than ", kMaxAdaptersPerHost, " ids"));
   }
   for (int i = 0; i < update.removed_adapter_ids_size(); ++i) {
-    if (absl::Status s = CheckAdapterId(absl::StrCat("removed_adapter_ids[", i, "]"),
-                                        update.removed_adapter_ids(i));
+    if (absl::Status s = CheckField(absl::StrCat("removed_adapter_ids[", i, "]"),
+                                    common::ValidateAdapterId(update.removed_adapter_ids(i)));
         !s.ok()) {
       return s;
     }

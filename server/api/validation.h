@@ -12,22 +12,20 @@
 namespace rxfleet::server {
 
 /// Limits on agent messages (besides the 4 MiB message size the server enforces).
-inline constexpr size_t kMaxHostIdLength = 63;
 inline constexpr size_t kMaxHostLabels = 64;
 inline constexpr size_t kMaxCapabilities = 32;
 inline constexpr size_t kMaxShortStringLength = 256;  // versions, capabilities, host facts
 inline constexpr size_t kMaxAdaptersPerHost = 256;
-inline constexpr size_t kMaxAdapterIdLength = 128;
 inline constexpr size_t kMaxNackDetailLength = 4096;  // longer details are truncated, not refused
 
-/// Hello: host_id 1..63 of [a-z0-9-.] starting and ending alphanumeric; labels valid host
+/// Hello: host_id per common::ValidateHostId; labels valid host
 /// labels (common/host_labels.h), at most 64; agent_version and capabilities (at most 32) at most
 /// 256 characters; metrics_address empty or HOST:PORT (port 1..65535, [IPv6] allowed);
 /// host_info strings at most 256 characters. InvalidArgument naming the field otherwise.
 absl::Status ValidateHello(const v1::Hello& hello);
 
 /// An inventory or the `adapters` of an update: at most 256 adapters, each with a
-/// metadata.name of 1..128 printable ASCII characters, unique within the message.
+/// metadata.name valid per common::ValidateAdapterId, unique within the message.
 absl::Status ValidateAdapters(const google::protobuf::RepeatedPtrField<v1::Adapter>& adapters);
 
 /// An update: ValidateAdapters plus removed ids (same id rules, at most 256).

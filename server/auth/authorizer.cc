@@ -17,6 +17,9 @@ using common::ToAbslView;
 struct MethodRole {
   std::string_view method;
   Role role;
+  // The role a dry run of the method needs: a dry run validates and predicts, it changes
+  // nothing, so whoever may read the fleet may ask (`rxfleetctl diff`, `apply --dry-run`).
+  std::optional<Role> dry_run_role = std::nullopt;
 };
 
 // The one table of FleetService methods and the role each needs.
@@ -25,17 +28,17 @@ constexpr std::array kMethodRoles = {
     MethodRole{"GetHost", Role::kViewer},
     MethodRole{"ListAdapters", Role::kViewer},
     MethodRole{"GetAdapter", Role::kViewer},
-    MethodRole{"ApplyPolicy", Role::kOperator},
+    MethodRole{"ApplyPolicy", Role::kOperator, Role::kViewer},
     MethodRole{"GetPolicy", Role::kViewer},
     MethodRole{"ListPolicies", Role::kViewer},
-    MethodRole{"DeletePolicy", Role::kOperator},
+    MethodRole{"DeletePolicy", Role::kOperator, Role::kViewer},
     MethodRole{"ExplainAdapter", Role::kViewer},
-    MethodRole{"CreateExperiment", Role::kOperator},
+    MethodRole{"CreateExperiment", Role::kOperator, Role::kViewer},
     MethodRole{"ListExperiments", Role::kViewer},
     MethodRole{"GetExperiment", Role::kViewer},
     MethodRole{"StopExperiment", Role::kOperator},
     MethodRole{"GetExperimentReport", Role::kViewer},
-    MethodRole{"PromoteExperiment", Role::kOperator},
+    MethodRole{"PromoteExperiment", Role::kOperator, Role::kViewer},
     MethodRole{"ListEvents", Role::kViewer},
     MethodRole{"WatchEvents", Role::kViewer},
     MethodRole{"CreateToken", Role::kAdmin},
@@ -54,9 +57,10 @@ std::string InsecureActor(const grpc::ServerContextBase& context) {
 
 }  // namespace
 
-std::optional<Role> RequiredRole(std::string_view method) {
+std::optional<Role> RequiredRole(std::string_view method, bool dry_run) {
   for (const MethodRole& entry : kMethodRoles) {
-    if (entry.method == method) return entry.role;
+    if (entry.method != method) continue;
+    return dry_run && entry.dry_run_role.has_value() ? *entry.dry_run_role : entry.role;
   }
   return std::nullopt;
 }
@@ -93,8 +97,8 @@ void Authorizer::RecordAgentDenial(std::string_view reason, std::string_view mes
 }
 
 absl::StatusOr<Principal> Authorizer::Authorize(const grpc::ServerContextBase& context,
-                                                std::string_view method) {
-  const std::optional<Role> needed = RequiredRole(method);
+                                                std::string_view method, bool dry_run) {
+  const std::optional<Role> needed = RequiredRole(method, dry_run);
   if (!needed.has_value()) {
     return Deny(method, "unknown_method",
                 absl::PermissionDeniedError(absl::StrCat(

@@ -34,8 +34,10 @@
 namespace rxfleet::server {
 
 /// The role a FleetService method needs (method = the name after the last '/', e.g.
-/// "ApplyPolicy"); nullopt for methods not in the table, which nobody may call.
-std::optional<Role> RequiredRole(std::string_view method);
+/// "ApplyPolicy"); nullopt for methods not in the table, which nobody may call. With `dry_run`
+/// (the request's dry_run field), the role its dry run needs: viewer for ApplyPolicy,
+/// DeletePolicy, CreateExperiment and PromoteExperiment, which change nothing in a dry run.
+std::optional<Role> RequiredRole(std::string_view method, bool dry_run = false);
 
 /// An authenticated operator.
 struct Principal {
@@ -61,7 +63,7 @@ class Authorizer {
   /// token table cannot be read. May read SQLite: call it off the gRPC callback threads when
   /// possible.
   absl::StatusOr<Principal> Authorize(const grpc::ServerContextBase& context,
-                                      std::string_view method);
+                                      std::string_view method, bool dry_run = false);
 
   /// Counts and logs a refused agent stream (reason: "no_client_certificate",
   /// "host_id_mismatch").

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "civetweb.h"
+#include "common/listen_error.h"
 #include "nlohmann/json.hpp"
 #include "prometheus/exposer.h"
 
@@ -108,8 +109,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
                                  std::to_string(options.threads)},
         &callbacks);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve HTTP on ", options.address, ": ", e.what()));
+    return common::ListenError("--http-listen", options.address, e.what());
   }
   server->exposer_->RegisterCollectable(registry);
   const std::vector<int> ports = server->exposer_->GetListeningPorts();

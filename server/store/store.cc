@@ -19,132 +19,13 @@
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "server/store/schema.h"
+#include "server/store/sqlite_util.h"
 
 namespace rxfleet::server {
 namespace {
 
 using common::ToAbslView;
-
-// One entry per schema version, applied in order. Never edit a released entry: append a new
-// one. Each runs in its own transaction together with its schema_migrations row.
-struct Migration {
-  int version;
-  const char* description;
-  const char* sql;
-};
-
-constexpr Migration kMigrations[] = {
-    {1, "policies, bundle version, registry and events",
-     R"sql(
-      CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-      INSERT INTO meta (key, value) VALUES ('bundle_version', 1), ('revision', 0),
-                                           ('last_event_version', 0);
-      CREATE TABLE policies (
-        name TEXT PRIMARY KEY,
-        resource_version INTEGER NOT NULL,
-        record BLOB NOT NULL
-      ) WITHOUT ROWID;
-      CREATE TABLE hosts (id TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID;
-      CREATE TABLE adapters (
-        host_id TEXT NOT NULL,
-        id TEXT NOT NULL,
-        record BLOB NOT NULL,
-        PRIMARY KEY (host_id, id)
-      ) WITHOUT ROWID;
-      CREATE TABLE events (
-        resource_version INTEGER PRIMARY KEY,
-        name TEXT NOT NULL UNIQUE,
-        last_time_ns INTEGER NOT NULL,
-        record BLOB NOT NULL
-      );
-      CREATE INDEX events_by_last_time ON events (last_time_ns);
-    )sql"},
-    {2, "experiments and metric windows",
-     R"sql(
-      CREATE TABLE experiments (
-        name TEXT PRIMARY KEY,
-        create_time_ns INTEGER NOT NULL,
-        end_time_ns INTEGER,
-        record BLOB NOT NULL
-      ) WITHOUT ROWID;
-      CREATE TABLE metric_windows (
-        id INTEGER PRIMARY KEY,
-        experiment TEXT NOT NULL,
-        host_id TEXT NOT NULL,
-        valid INTEGER NOT NULL,
-        segment_count INTEGER NOT NULL,
-        segment TEXT NOT NULL,
-        record BLOB NOT NULL
-      );
-      CREATE INDEX metric_windows_by_experiment ON metric_windows (experiment, id);
-    )sql"},
-};
-
-// Segment values are joined with the ASCII unit separator, which label values cannot hold.
-constexpr char kSegmentSeparator = '\x1f';
-
-// Maps an SQLite error to a Status for callers: the code says what the caller can do, the
-// message names the operation, the file and SQLite's reason.
-absl::Status StatusFromSqlite(const SQLite::Exception& e, std::string_view what,
-                              const std::string& path) {
-  const std::string message = absl::StrCat(ToAbslView(what), " (", path, "): ", e.what());
-  switch (e.getErrorCode()) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return absl::UnavailableError(message);
-    case SQLITE_FULL:
-      return absl::ResourceExhaustedError(message);
-    case SQLITE_READONLY:
-    case SQLITE_CANTOPEN:
-    case SQLITE_PERM:
-    case SQLITE_NOTADB:
-    case SQLITE_CORRUPT:
-    case SQLITE_AUTH:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
-
-std::string NewUid() {
-  static absl::Mutex mu(absl::kConstInit);
-  static absl::BitGen* gen = new absl::BitGen();
-  absl::MutexLock lock(&mu);
-  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(*gen),
-                         absl::Uniform<uint64_t>(*gen));
-}
-
-int64_t ReadMeta(SQLite::Database& db, const char* key) {
-  SQLite::Statement query(db, "SELECT value FROM meta WHERE key = ?");
-  query.bind(1, key);
-  if (!query.executeStep()) {
-    throw SQLite::Exception(absl::StrCat("meta key '", key, "' is missing"), SQLITE_CORRUPT);
-  }
-  return query.getColumn(0).getInt64();
-}
-
-void WriteMeta(SQLite::Database& db, const char* key, int64_t value) {
-  SQLite::Statement update(db, "UPDATE meta SET value = ? WHERE key = ?");
-  update.bind(1, value);
-  update.bind(2, key);
-  update.exec();
-}
-
-template <typename Message>
-Message ParseRecord(const SQLite::Column& column, std::string_view table) {
-  Message message;
-  if (!message.ParseFromArray(column.getBlob(), column.getBytes())) {
-    throw SQLite::Exception(
-        absl::StrCat("a record in table ", ToAbslView(table), " does not parse"), SQLITE_CORRUPT);
-  }
-  return message;
-}
-
-void BindRecord(SQLite::Statement& statement, int index, const google::protobuf::Message& m,
-                std::string* buffer) {
-  m.SerializeToString(buffer);
-  statement.bind(index, buffer->data(), static_cast<int>(buffer->size()));
-}
 
 // Reads a policy row; nullopt if there is none.
 std::optional<v1::Policy> FindPolicy(SQLite::Database& db, std::string_view name) {
@@ -177,7 +58,7 @@ absl::Status PolicyPreconditionFailed(std::string_view name, const std::string* 
                                          ToAbslView(expected), "); get it again and retry"));
 }
 
-int Store::LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
+int Store::LatestSchemaVersion() { return server::LatestSchemaVersion(); }
 
 Store::Store(std::string path) : path_(std::move(path)) {}
 Store::~Store() = default;
@@ -223,39 +104,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   } catch (const SQLite::Exception& e) {
     return StatusFromSqlite(e, "cannot open the database", options.path);
   }
-  if (absl::Status s = store->Migrate(); !s.ok()) return s;
+  if (absl::Status s = MigrateSchema(*store->db_, store->path_); !s.ok()) return s;
   return store;
-}
-
-absl::Status Store::Migrate() {
-  try {
-    SQLite::Database& db = *db_;
-    db.exec(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-        "description TEXT NOT NULL, applied_time_ns INTEGER NOT NULL)");
-    const int current =
-        db.execAndGet("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").getInt();
-    if (current > LatestSchemaVersion()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("database ", path_, " has schema version ", current,
-                       ", newer than this server supports (", LatestSchemaVersion(),
-                       "); run a newer rxfleet-server or restore a backup"));
-    }
-    for (const Migration& migration : kMigrations) {
-      if (migration.version <= current) continue;
-      SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-      db.exec(migration.sql);
-      SQLite::Statement record(db, "INSERT INTO schema_migrations VALUES (?, ?, ?)");
-      record.bind(1, migration.version);
-      record.bind(2, migration.description);
-      record.bind(3, absl::ToUnixNanos(absl::Now()));
-      record.exec();
-      transaction.commit();
-    }
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, "cannot migrate the database schema", path_);
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<int> Store::SchemaVersion() {
@@ -405,7 +255,8 @@ absl::StatusOr<PolicyDeleteResult> Store::DeletePolicy(std::string_view name,
 
 absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
                                  absl::Span<const v1::Event> events, size_t max_events,
-                                 absl::Time events_min_time) {
+                                 absl::Time events_min_time,
+                                 absl::Span<const int64_t> local_audit_done) {
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Database& db = *db_;
@@ -466,11 +317,47 @@ absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
     SQLite::Statement prune_age(db, "DELETE FROM events WHERE last_time_ns < ?");
     prune_age.bind(1, absl::ToUnixNanos(events_min_time));
     prune_age.exec();
+    SQLite::Statement done(db, "DELETE FROM local_audit WHERE id = ?");
+    for (int64_t id : local_audit_done) {
+      done.bind(1, id);
+      done.exec();
+      done.reset();
+    }
     transaction.commit();
   } catch (const SQLite::Exception& e) {
     return StatusFromSqlite(e, "cannot save the registry", path_);
   }
   return absl::OkStatus();
+}
+
+absl::Status Store::AddLocalAudit(const v1::Event& event, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  try {
+    std::string buffer;
+    SQLite::Statement insert(*db_, "INSERT INTO local_audit (time_ns, record) VALUES (?, ?)");
+    insert.bind(1, absl::ToUnixNanos(now));
+    BindRecord(insert, 2, event, &buffer);
+    insert.exec();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot write the audit event", path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LocalAuditEvent>> Store::PendingLocalAudit() {
+  absl::MutexLock lock(&mu_);
+  std::vector<LocalAuditEvent> out;
+  try {
+    SQLite::Statement query(*db_, "SELECT id, time_ns, record FROM local_audit ORDER BY id");
+    while (query.executeStep()) {
+      out.push_back({query.getColumn(0).getInt64(),
+                     ParseRecord<v1::Event>(query.getColumn(2), "local_audit"),
+                     absl::FromUnixNanos(query.getColumn(1).getInt64())});
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot read the audit events of local commands", path_);
+  }
+  return out;
 }
 
 absl::StatusOr<uint64_t> Store::BumpBundleVersion() {
@@ -484,193 +371,6 @@ absl::StatusOr<uint64_t> Store::BumpBundleVersion() {
     return static_cast<uint64_t>(bundle_version);
   } catch (const SQLite::Exception& e) {
     return StatusFromSqlite(e, "cannot bump the bundle version", path_);
-  }
-}
-
-namespace {
-
-std::optional<v1::Experiment> FindExperiment(SQLite::Database& db, std::string_view name) {
-  SQLite::Statement query(db, "SELECT record FROM experiments WHERE name = ?");
-  query.bind(1, std::string(name));
-  if (!query.executeStep()) return std::nullopt;
-  return ParseRecord<v1::Experiment>(query.getColumn(0), "experiments");
-}
-
-void UpsertExperiment(SQLite::Database& db, const v1::Experiment& experiment) {
-  std::string buffer;
-  SQLite::Statement upsert(db,
-                           "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
-                           "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                           "end_time_ns = excluded.end_time_ns, record = excluded.record");
-  upsert.bind(1, experiment.metadata().name());
-  upsert.bind(2, absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
-  if (experiment.status().has_end_time()) {
-    upsert.bind(3, absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
-  } else {
-    upsert.bind(3);
-  }
-  BindRecord(upsert, 4, experiment, &buffer);
-  upsert.exec();
-}
-
-}  // namespace
-
-absl::StatusOr<v1::Experiment> Store::CreateExperiment(const v1::Experiment& experiment,
-                                                       absl::Time now) {
-  const std::string& name = experiment.metadata().name();
-  if (name.empty()) return absl::InvalidArgumentError("experiment metadata.name must be set");
-  absl::MutexLock lock(&mu_);
-  try {
-    SQLite::Database& db = *db_;
-    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-    if (FindExperiment(db, name).has_value()) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "experiment ", name, " already exists (names are never reused, even after it ended)"));
-    }
-    const int64_t revision = ReadMeta(db, "revision") + 1;
-    v1::Experiment out = experiment;
-    v1::ObjectMeta* meta = out.mutable_metadata();
-    meta->set_uid(NewUid());
-    meta->set_generation(1);
-    meta->set_resource_version(absl::StrCat(revision));
-    *meta->mutable_create_time() = common::TimeToProto(now);
-    *meta->mutable_update_time() = common::TimeToProto(now);
-    UpsertExperiment(db, out);
-    WriteMeta(db, "revision", revision);
-    transaction.commit();
-    return out;
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, absl::StrCat("cannot store experiment ", name), path_);
-  }
-}
-
-absl::StatusOr<v1::Experiment> Store::UpdateExperimentStatus(std::string_view name,
-                                                             const v1::ExperimentStatus& status,
-                                                             absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  try {
-    SQLite::Database& db = *db_;
-    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-    std::optional<v1::Experiment> stored = FindExperiment(db, name);
-    if (!stored.has_value()) {
-      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
-    }
-    const int64_t revision = ReadMeta(db, "revision") + 1;
-    *stored->mutable_status() = status;
-    stored->mutable_metadata()->set_resource_version(absl::StrCat(revision));
-    *stored->mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
-    UpsertExperiment(db, *stored);
-    WriteMeta(db, "revision", revision);
-    transaction.commit();
-    return *std::move(stored);
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, absl::StrCat("cannot update experiment ", ToAbslView(name)), path_);
-  }
-}
-
-absl::StatusOr<std::vector<v1::Experiment>> Store::LoadExperiments() {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::Experiment> out;
-  try {
-    SQLite::Statement query(*db_, "SELECT record FROM experiments ORDER BY create_time_ns, name");
-    while (query.executeStep()) {
-      out.push_back(ParseRecord<v1::Experiment>(query.getColumn(0), "experiments"));
-    }
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, "cannot load experiments", path_);
-  }
-  return out;
-}
-
-absl::Status Store::AddWindows(absl::Span<const StoredWindow> windows) {
-  if (windows.empty()) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  try {
-    SQLite::Database& db = *db_;
-    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-    std::string buffer;
-    SQLite::Statement insert(db,
-                             "INSERT INTO metric_windows (experiment, host_id, valid, "
-                             "segment_count, segment, record) VALUES (?, ?, ?, ?, ?, ?)");
-    for (const StoredWindow& w : windows) {
-      insert.bind(1, w.experiment);
-      insert.bind(2, w.host_id);
-      insert.bind(3, w.window.valid() ? 1 : 0);
-      insert.bind(4, static_cast<int64_t>(w.segment.size()));
-      insert.bind(5, absl::StrJoin(w.segment, std::string(1, kSegmentSeparator)));
-      BindRecord(insert, 6, w.window, &buffer);
-      insert.exec();
-      insert.reset();
-    }
-    transaction.commit();
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, "cannot store metric windows", path_);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Store::ForEachWindow(
-    std::string_view experiment,
-    const std::function<void(const std::string& host_id, std::vector<std::string> segment,
-                             const v1::MetricWindow& window)>& fn) {
-  absl::MutexLock lock(&mu_);
-  try {
-    SQLite::Statement query(*db_,
-                            "SELECT host_id, segment_count, segment, record FROM metric_windows "
-                            "WHERE experiment = ? ORDER BY id");
-    query.bind(1, std::string(experiment));
-    v1::MetricWindow window;
-    while (query.executeStep()) {
-      const SQLite::Column record = query.getColumn(3);
-      if (!window.ParseFromArray(record.getBlob(), record.getBytes())) {
-        throw SQLite::Exception("a record in table metric_windows does not parse", SQLITE_CORRUPT);
-      }
-      std::vector<std::string> segment;
-      if (query.getColumn(1).getInt64() > 0) {
-        segment = absl::StrSplit(query.getColumn(2).getString(), kSegmentSeparator);
-      }
-      fn(query.getColumn(0).getString(), std::move(segment), window);
-    }
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(
-        e, absl::StrCat("cannot read the metric windows of experiment ", ToAbslView(experiment)),
-        path_);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::map<std::string, WindowCounts>> Store::CountWindows() {
-  absl::MutexLock lock(&mu_);
-  std::map<std::string, WindowCounts> out;
-  try {
-    SQLite::Statement query(*db_,
-                            "SELECT experiment, COUNT(*), SUM(valid) FROM metric_windows "
-                            "GROUP BY experiment");
-    while (query.executeStep()) {
-      WindowCounts& counts = out[query.getColumn(0).getString()];
-      counts.total = static_cast<uint64_t>(query.getColumn(1).getInt64());
-      counts.valid = static_cast<uint64_t>(query.getColumn(2).getInt64());
-    }
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, "cannot count metric windows", path_);
-  }
-  return out;
-}
-
-absl::StatusOr<uint64_t> Store::DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before) {
-  absl::MutexLock lock(&mu_);
-  try {
-    SQLite::Database& db = *db_;
-    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-    SQLite::Statement remove(db,
-                             "DELETE FROM metric_windows WHERE experiment IN (SELECT name FROM "
-                             "experiments WHERE end_time_ns IS NOT NULL AND end_time_ns < ?)");
-    remove.bind(1, absl::ToUnixNanos(ended_before));
-    const int deleted = remove.exec();
-    transaction.commit();
-    return static_cast<uint64_t>(deleted);
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, "cannot delete expired metric windows", path_);
   }
 }
 

@@ -9,9 +9,10 @@
 // (database locked, disk full, read-only file, I/O error) rolls back completely, is returned to
 // the caller with SQLite's reason, and leaves the store usable.
 //
-// Schema: versioned migrations recorded in `schema_migrations`; Open applies the missing ones
-// in order, each in its own transaction, and refuses a file whose schema is newer than this
-// program knows.
+// Schema: versioned migrations recorded in `schema_migrations` (server/store/schema.h); Open
+// applies the missing ones and refuses a file whose schema is newer than this program knows.
+// Policies, registry and events: store.cc; experiments and metric windows:
+// store_experiments.cc.
 //
 // Thread-safety: all methods may be called from any thread; calls are serialised on the one
 // connection.
@@ -114,6 +115,14 @@ struct StoredWindow {
   v1::MetricWindow window;
 };
 
+/// An audit event written into the file by a local command (`rxfleet-server tokens`), waiting
+/// for the server to record it in its event log.
+struct LocalAuditEvent {
+  int64_t id = 0;  ///< row id, increasing
+  v1::Event event;
+  absl::Time time;  ///< when the command ran
+};
+
 /// Windows stored for one experiment.
 struct WindowCounts {
   uint64_t total = 0;
@@ -162,8 +171,17 @@ class Store {
   /// replaces the stored host and, if adapters_changed, all its adapters; events are upserted by
   /// metadata.name (a folded event keeps its name and gets a new resource_version). Then prunes
   /// events beyond the newest `max_events` and those whose last_time is before `events_min_time`.
+  /// `local_audit_done`: ids of LocalAuditEvents now in `events` (or saved before), deleted in
+  /// the same transaction so each is recorded once and never lost.
   absl::Status SaveRegistry(absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events,
-                            size_t max_events, absl::Time events_min_time);
+                            size_t max_events, absl::Time events_min_time,
+                            absl::Span<const int64_t> local_audit_done = {});
+
+  /// Queues an audit event of a local command for the server (running or started later).
+  /// Write errors as ApplyPolicy.
+  absl::Status AddLocalAudit(const v1::Event& event, absl::Time now);
+  /// The queued local audit events, oldest first.
+  absl::StatusOr<std::vector<LocalAuditEvent>> PendingLocalAudit();
 
   /// Bumps the bundle version by one without changing policies (experiment assignments
   /// changed) and returns the new version.
@@ -200,7 +218,6 @@ class Store {
 
  private:
   explicit Store(std::string path);
-  absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   absl::Mutex mu_;

@@ -7,37 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/string_view_compat.h"
+#include "server/store/schema.h"
+#include "server/store/sqlite_util.h"
 
 namespace rxfleet::server {
 namespace {
 
 using common::ToAbslView;
-
-constexpr char kSchema[] = R"sql(
-  CREATE TABLE IF NOT EXISTS tokens (
-    name TEXT PRIMARY KEY,
-    role TEXT NOT NULL,
-    hash BLOB NOT NULL UNIQUE,
-    create_time_us INTEGER NOT NULL,
-    created_by TEXT NOT NULL
-  ) WITHOUT ROWID;
-)sql";
-
-absl::Status FromSqlite(const SQLite::Exception& e, std::string_view what, std::string_view path) {
-  const std::string message =
-      absl::StrCat(ToAbslView(what), " (database ", ToAbslView(path), "): ", e.what());
-  switch (e.getErrorCode()) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return absl::UnavailableError(message);
-    case SQLITE_READONLY:
-    case SQLITE_CANTOPEN:
-    case SQLITE_NOTADB:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
 
 TokenRecord ReadRecord(SQLite::Statement& row) {
   TokenRecord record;
@@ -63,10 +39,10 @@ absl::StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& 
         path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX, 5000);
     store->db_->exec("PRAGMA journal_mode=WAL");
     store->db_->exec("PRAGMA synchronous=FULL");
-    store->db_->exec(kSchema);
   } catch (const SQLite::Exception& e) {
-    return FromSqlite(e, "cannot open the token table", path);
+    return StatusFromSqlite(e, "cannot open the token table", path);
   }
+  if (absl::Status s = MigrateSchema(*store->db_, path); !s.ok()) return s;
   return store;
 }
 
@@ -94,7 +70,7 @@ absl::StatusOr<CreatedToken> TokenStore::Create(std::string_view name, Role role
     insert.bind(5, std::string(created_by));
     insert.exec();
   } catch (const SQLite::Exception& e) {
-    return FromSqlite(e, "cannot store the token", path_);
+    return StatusFromSqlite(e, "cannot store the token", path_);
   }
   CreatedToken created;
   created.record = {std::string(name), role, now, std::string(created_by)};
@@ -110,7 +86,7 @@ absl::StatusOr<std::vector<TokenRecord>> TokenStore::List() {
         *db_, "SELECT name, role, create_time_us, created_by FROM tokens ORDER BY name");
     while (query.executeStep()) records.push_back(ReadRecord(query));
   } catch (const SQLite::Exception& e) {
-    return FromSqlite(e, "cannot list tokens", path_);
+    return StatusFromSqlite(e, "cannot list tokens", path_);
   }
   return records;
 }
@@ -133,7 +109,7 @@ absl::StatusOr<TokenRecord> TokenStore::Revoke(std::string_view name) {
     transaction.commit();
     return record;
   } catch (const SQLite::Exception& e) {
-    return FromSqlite(e, "cannot revoke the token", path_);
+    return StatusFromSqlite(e, "cannot revoke the token", path_);
   }
 }
 
@@ -151,7 +127,7 @@ absl::StatusOr<std::optional<TokenRecord>> TokenStore::Find(std::string_view tok
     if (!HashesEqual(stored_hash, hash)) return std::optional<TokenRecord>();
     return std::optional<TokenRecord>(ReadRecord(query));
   } catch (const SQLite::Exception& e) {
-    return FromSqlite(e, "cannot look up the token", path_);
+    return StatusFromSqlite(e, "cannot look up the token", path_);
   }
 }
 

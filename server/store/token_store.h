@@ -1,10 +1,10 @@
 #pragma once
 
-// Operator tokens in the server's SQLite file (table `tokens`, created if missing; the rest of
-// the file belongs to server/store/store.h). Only SHA-256 hashes of tokens are stored (see
-// server/auth/token.h). The store has its own connection, so `rxfleet-server tokens ...` can
-// change tokens while the server runs, and every lookup reads the file: a revoked token stops
-// working with the next call.
+// Operator tokens in the server's SQLite file (table `tokens`, schema migration 3 of
+// server/store/schema.h; the rest of the file belongs to server/store/store.h). Only SHA-256 hashes
+// of tokens are stored (see server/auth/token.h). The store has its own connection, so
+// `rxfleet-server tokens ...` can change tokens while the server runs, and every lookup reads the
+// file: a revoked token stops working with the next call.
 //
 // Thread-safety: all methods may be called from any thread (serialised on the connection).
 
@@ -33,7 +33,8 @@ struct TokenRecord {
   std::string name;
   Role role = Role::kViewer;
   absl::Time create_time;
-  /// Who created it: "local administrator" (rxfleet-server tokens) or the creating token.
+  /// Who created it: "local administrator (OS user root)" (rxfleet-server tokens) or the
+  /// creating token ("token:admin").
   std::string created_by;
 };
 
@@ -45,7 +46,7 @@ struct CreatedToken {
 
 class TokenStore {
  public:
-  /// Opens `path` (which must exist or be creatable) and creates the `tokens` table if missing.
+  /// Opens `path` (which must exist or be creatable) and migrates its schema (MigrateSchema).
   /// Errors: FailedPrecondition / Unavailable / Internal with SQLite's reason and the path.
   static absl::StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& path);
 

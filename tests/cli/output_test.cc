@@ -115,7 +115,7 @@ TEST(AdapterRefTest, RequiresHostAndAdapter) {
   ASSERT_TRUE(ref.ok());
   EXPECT_EQ(ref->first, "pi1");
   EXPECT_EQ(ref->second, "port-2-2");
-  for (const char* bad : {"port-2-2", "/port-2-2", "pi1/", "a/b/c"}) {
+  for (const char* bad : {"port-2-2", "/port-2-2", "pi1/", "a/b/c", "Pi1/port-2-2", "pi1/port 2"}) {
     EXPECT_EQ(ParseAdapterRef(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
 }

@@ -331,6 +331,81 @@ TEST(StoreTest, MigrationsAreRecordedOnce) {
             Store::LatestSchemaVersion());
 }
 
+// Files from before the token table was a migration: the token store had created `tokens`
+// itself on a schema-2 file. Migration 3 keeps the table and its tokens.
+TEST(StoreTest, TokenTableIsAMigrationAndKeepsTokensOfOlderFiles) {
+  TempDir dir;
+  const std::string path = dir.File("server.db");
+  {
+    SQLite::Database raw(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    raw.exec(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT "
+        "NULL, applied_time_ns INTEGER NOT NULL);"
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+        "INSERT INTO meta VALUES ('bundle_version', 1), ('revision', 0), "
+        "('last_event_version', 0);"
+        "CREATE TABLE policies (name TEXT PRIMARY KEY, resource_version INTEGER NOT NULL, "
+        "record BLOB NOT NULL) WITHOUT ROWID;"
+        "CREATE TABLE hosts (id TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID;"
+        "CREATE TABLE adapters (host_id TEXT NOT NULL, id TEXT NOT NULL, record BLOB NOT NULL, "
+        "PRIMARY KEY (host_id, id)) WITHOUT ROWID;"
+        "CREATE TABLE events (resource_version INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
+        "last_time_ns INTEGER NOT NULL, record BLOB NOT NULL);"
+        "CREATE TABLE experiments (name TEXT PRIMARY KEY, create_time_ns INTEGER NOT NULL, "
+        "end_time_ns INTEGER, record BLOB NOT NULL) WITHOUT ROWID;"
+        "CREATE TABLE metric_windows (id INTEGER PRIMARY KEY, experiment TEXT NOT NULL, "
+        "host_id TEXT NOT NULL, valid INTEGER NOT NULL, segment_count INTEGER NOT NULL, "
+        "segment TEXT NOT NULL, record BLOB NOT NULL);"
+        "INSERT INTO schema_migrations VALUES (1, 'one', 0), (2, 'two', 0);"
+        "CREATE TABLE tokens (name TEXT PRIMARY KEY, role TEXT NOT NULL, hash BLOB NOT NULL "
+        "UNIQUE, create_time_us INTEGER NOT NULL, created_by TEXT NOT NULL) WITHOUT ROWID;"
+        "INSERT INTO tokens VALUES ('ops', 'operator', x'00', 0, 'local administrator');");
+  }
+  std::unique_ptr<Store> store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), Store::LatestSchemaVersion());
+  SQLite::Database raw(path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(raw.execAndGet("SELECT created_by FROM tokens WHERE name = 'ops'").getString(),
+            "local administrator");
+  EXPECT_EQ(raw.execAndGet("SELECT COUNT(*) FROM schema_migrations WHERE version = 3 AND "
+                           "description = 'operator tokens'")
+                .getInt(),
+            1);
+}
+
+// `rxfleet-server tokens` queues audit events in the file; a save that persists them takes
+// them off the queue in the same transaction.
+TEST(StoreTest, LocalAuditEventsWaitUntilASaveTakesThem) {
+  TempDir dir;
+  const std::string path = dir.File("server.db");
+  std::unique_ptr<Store> command = OpenStore(path);
+  std::unique_ptr<Store> server = OpenStore(path);
+  ASSERT_NE(command, nullptr);
+  ASSERT_NE(server, nullptr);
+  v1::Event event;
+  event.set_reason("CreateToken");
+  event.mutable_audit()->set_actor("local administrator (OS user root)");
+  ASSERT_TRUE(command->AddLocalAudit(event, kNow).ok());
+  absl::StatusOr<std::vector<LocalAuditEvent>> pending = server->PendingLocalAudit();
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].event.audit().actor(), "local administrator (OS user root)");
+  EXPECT_EQ((*pending)[0].time, kNow);
+
+  // A save without the id leaves it queued; a save with it removes it.
+  ASSERT_TRUE(server->SaveRegistry({}, {}, 100, kNow - absl::Hours(1)).ok());
+  EXPECT_EQ(server->PendingLocalAudit()->size(), 1u);
+  v1::Event recorded = MakeEvent("audit-1", 1, kNow);
+  *recorded.mutable_audit() = event.audit();
+  const int64_t id = (*pending)[0].id;
+  ASSERT_TRUE(server->SaveRegistry({}, {recorded}, 100, kNow - absl::Hours(1), {id}).ok());
+  EXPECT_TRUE(server->PendingLocalAudit()->empty());
+  absl::StatusOr<StoredState> state = server->Load(100);
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(state->events.size(), 1u);
+  EXPECT_EQ(state->events[0].audit().actor(), "local administrator (OS user root)");
+}
+
 StoredWindow MakeWindow(const std::string& experiment, const std::string& host,
                         std::vector<std::string> segment, bool valid) {
   StoredWindow w;

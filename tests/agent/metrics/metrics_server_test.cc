@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/metrics/populated_registry.h"
@@ -144,6 +145,12 @@ TEST(MetricsServerTest, ReportsBindFailuresAndBadOptions) {
   options.address = "127.0.0.1:" + std::to_string(first->port());
   absl::StatusOr<std::unique_ptr<MetricsServer>> second = MetricsServer::Start(options, registry);
   EXPECT_TRUE(absl::IsUnavailable(second.status())) << second.status();
+  // Said in plain words, not civetweb's "null context when constructing CivetServer".
+  EXPECT_THAT(std::string(second.status().message()),
+              ::testing::HasSubstr(
+                  absl::StrCat("--metrics-address: ", options.address, " is already in use")));
+  EXPECT_THAT(std::string(second.status().message()),
+              ::testing::Not(::testing::HasSubstr("null context")));
 
   options.address = "localhost:9477";
   EXPECT_TRUE(absl::IsInvalidArgument(MetricsServer::Start(options, registry).status()));

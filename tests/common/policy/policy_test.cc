@@ -171,7 +171,7 @@ TEST(ParsePolicyTest, SelectorRules) {
   EXPECT_THAT(ParseError(Doc("x", "    hold: 32us\n", "  selector: {matchLabels: {\"a b\": c}}\n")),
               HasSubstr("spec.selector.matchLabels: label key 'a b'"));
   EXPECT_THAT(ParseError(Doc("x", "    hold: 32us\n", "  selector: {adapters: [\"\"]}\n")),
-              HasSubstr("adapter id must not be empty"));
+              HasSubstr("adapter id '' must be 1..128 characters"));
   EXPECT_THAT(ParseError(Doc("x", "    hold: 32us\n", "  priority: 1001\n")),
               HasSubstr("t.yaml:6:13: spec.priority: priority 1001 is out of range -1000..1000"));
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -45,6 +46,16 @@ std::string Read(const std::string& path) {
   return text.ok() ? *text : std::string();
 }
 
+// The gRPC address a started rxfleet-server reports in its start line ("... (port N, ...").
+std::string ListenAddress(ChildProcess& server) {
+  auto line = server.WaitForLineContaining(Stream::kStderr, "(port ", kCall);
+  EXPECT_TRUE(line.ok()) << line.status();
+  if (!line.ok()) return "";
+  const size_t at = line->find("(port ") + 6;
+  return absl::StrCat("127.0.0.1:",
+                      line->substr(at, line->find_first_not_of("0123456789", at) - at));
+}
+
 class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -74,12 +85,8 @@ class SecurityTest : public ::testing::Test {
                              tls + "/server-localhost.key", "--tls-client-ca", tls + "/ca.crt"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    auto line = server_->WaitForLineContaining(Stream::kStderr, "(port ", kCall);
-    ASSERT_TRUE(line.ok()) << line.status();
-    EXPECT_THAT(*line, HasSubstr("TLS"));
-    const size_t at = line->find("(port ") + 6;
-    address_ = absl::StrCat("127.0.0.1:",
-                            line->substr(at, line->find_first_not_of("0123456789", at) - at));
+    address_ = ListenAddress(*server_);
+    ASSERT_FALSE(address_.empty());
   }
 
   void TearDown() override {
@@ -178,6 +185,12 @@ spec:
   // certificate of `cert_host`, saying Hello as `host_id`.
   std::unique_ptr<ChildProcess> StartAgent(const std::string& host_id,
                                            const std::string& cert_host) {
+    return StartAgentWith(host_id, Tls("agent-" + cert_host + ".crt"),
+                          Tls("agent-" + cert_host + ".key"));
+  }
+
+  std::unique_ptr<ChildProcess> StartAgentWith(const std::string& host_id, const std::string& cert,
+                                               const std::string& key) {
     const std::string dir = dir_.File("agent-" + host_id);
     std::filesystem::create_directories(dir + "/tmp");
     auto child = ChildProcess::Start({EmulatorPath(),
@@ -195,9 +208,9 @@ spec:
                                       "--tls-ca",
                                       Tls("ca.crt"),
                                       "--tls-cert",
-                                      Tls("agent-" + cert_host + ".crt"),
+                                      cert,
                                       "--tls-key",
-                                      Tls("agent-" + cert_host + ".key"),
+                                      key,
                                       "--host-id",
                                       host_id,
                                       "--state-dir",
@@ -367,6 +380,140 @@ TEST_F(SecurityTest, RolesTokensAndAudit) {
   ProcessResult table = Ctl(viewer, {"get", "events", "--audit"});
   EXPECT_EQ(table.exit_code, 0) << table.stderr_text;
   EXPECT_THAT(table.stdout_text, HasSubstr("token:ops"));
+}
+
+// A dry run changes nothing, so a viewer may ask for one (`diff`, `apply --dry-run`); the real
+// apply still needs an operator.
+TEST_F(SecurityTest, ViewerMayDiffAndDryRunButNotApply) {
+  const std::string viewer = NewToken("watcher", "viewer");
+  const std::string policy = PolicyFile();
+  ProcessResult diff = Ctl(viewer, {"diff", "-f", policy});
+  EXPECT_THAT(diff.stderr_text, Not(HasSubstr("needs role")));
+  EXPECT_THAT(diff.stdout_text, HasSubstr("pi1-hold"));
+  ProcessResult dry = Ctl(viewer, {"apply", "-f", policy, "--dry-run"});
+  EXPECT_EQ(dry.exit_code, 0) << dry.stderr_text;
+  EXPECT_THAT(dry.stdout_text, HasSubstr("(dry run)"));
+  ProcessResult real = Ctl(viewer, {"apply", "-f", policy});
+  EXPECT_NE(real.exit_code, 0);
+  EXPECT_THAT(real.stderr_text, HasSubstr("ApplyPolicy needs role operator"));
+  ProcessResult delete_dry = Ctl(viewer, {"delete", "policy", "pi1-hold", "--dry-run"});
+  EXPECT_THAT(delete_dry.stderr_text, Not(HasSubstr("needs role")));
+  ProcessResult stored = Ctl(viewer, {"get", "policies", "-o", "json"});
+  ASSERT_EQ(stored.exit_code, 0) << stored.stderr_text;
+  EXPECT_THAT(stored.stdout_text, Not(HasSubstr("pi1-hold")));
+}
+
+// Token changes made with the local command reach the audit log, naming the OS user.
+TEST_F(SecurityTest, LocalTokenCommandsAreAudited) {
+  const std::string viewer = NewToken("watcher", "viewer");
+  ProcessResult made = Tokens({"create", "ci", "--role", "viewer"});
+  ASSERT_EQ(made.exit_code, 0) << made.stderr_text;
+  ProcessResult revoked = Tokens({"revoke", "ci"});
+  ASSERT_EQ(revoked.exit_code, 0) << revoked.stderr_text;
+  ProcessResult missing = Tokens({"revoke", "nobody"});
+  EXPECT_NE(missing.exit_code, 0);
+
+  std::vector<std::string> seen;
+  ProcessResult audit;
+  const bool all = rxfleet::testing::WaitFor(
+      [&] {
+        audit = Ctl(viewer, {"get", "events", "--audit", "-o", "json"});
+        if (audit.exit_code != 0) return false;
+        const nlohmann::json parsed = nlohmann::json::parse(audit.stdout_text, nullptr, false);
+        if (!parsed.is_object() || !parsed.contains("events")) return false;
+        seen.clear();
+        for (const auto& event : parsed["events"]) {
+          const auto& record = event["audit"];
+          seen.push_back(absl::StrCat(
+              record.value("action", ""), " ", event["involvedObject"].value("name", ""), " ",
+              record.value("resultCode", ""), " by ", record.value("actor", "")));
+        }
+        return seen.size() >= 4;
+      },
+      kCall);
+  EXPECT_TRUE(all) << audit.stdout_text << audit.stderr_text;
+  std::vector<std::string> local;
+  for (const std::string& line : seen) {
+    if (absl::StrContains(line, "by local administrator (OS user ")) local.push_back(line);
+  }
+  EXPECT_THAT(local,
+              ::testing::ElementsAre(HasSubstr("CreateToken watcher OK"),
+                                     HasSubstr("CreateToken ci OK"), HasSubstr("RevokeToken ci OK"),
+                                     HasSubstr("RevokeToken nobody NOT_FOUND")));
+  ProcessResult listed = Tokens({"list"});
+  EXPECT_THAT(listed.stdout_text, HasSubstr("local administrator (OS user "));
+}
+
+// TLS failures are explained: which side refused which certificate, and what to check.
+TEST_F(SecurityTest, TlsFailuresAreExplainedInPlainWords) {
+  const std::string viewer = NewToken("watcher", "viewer");
+  auto ctl = [&](std::vector<std::string> transport) {
+    std::vector<std::string> argv = {BinaryPath("cli/rxfleetctl")};
+    argv.insert(argv.end(), transport.begin(), transport.end());
+    argv.insert(argv.end(), {"--token", viewer, "--timeout", "10s", "get", "hosts"});
+    return RunProcess(argv, kCall, {"HOME=" + dir_.path().string()});
+  };
+  // The server's certificate is not signed by the CA the client trusts.
+  ProcessResult wrong_ca = ctl({"--server", address_, "--ca-file", dir_.File("rogue/ca.crt")});
+  EXPECT_NE(wrong_ca.exit_code, 0);
+  EXPECT_THAT(wrong_ca.stderr_text, HasSubstr("does not trust the server's certificate"));
+  EXPECT_THAT(wrong_ca.stderr_text, HasSubstr(dir_.File("rogue/ca.crt")));
+  EXPECT_THAT(wrong_ca.stderr_text, Not(HasSubstr("Socket closed")));
+
+  // The address connected to is not in the server's certificate: a second server whose
+  // certificate names only "elsewhere".
+  ProcessResult issued = RunProcess(
+      {SourcePath("scripts/rxfleet-certs"), "--dir", dir_.File("tls"), "server", "elsewhere"},
+      kCall);
+  ASSERT_EQ(issued.exit_code, 0) << issued.stderr_text;
+  auto other = ChildProcess::Start({BinaryPath("server/rxfleet-server"), "--listen", "127.0.0.1:0",
+                                    "--db", dir_.File("other.db"), "--http-listen", "none",
+                                    "--tls-cert", Tls("server-elsewhere.crt"), "--tls-key",
+                                    Tls("server-elsewhere.key"), "--tls-client-ca", Tls("ca.crt")});
+  ASSERT_TRUE(other.ok()) << other.status();
+  const std::string other_address = ListenAddress(**other);
+  ProcessResult mismatch = ctl({"--server", other_address, "--ca-file", Tls("ca.crt")});
+  EXPECT_NE(mismatch.exit_code, 0);
+  EXPECT_THAT(mismatch.stderr_text, HasSubstr("is for elsewhere, not for '127.0.0.1'"));
+  (*other)->Terminate(absl::Seconds(10));
+
+  // A plaintext client against the TLS server.
+  ProcessResult plaintext = ctl({"--server", address_, "--insecure"});
+  EXPECT_NE(plaintext.exit_code, 0);
+  EXPECT_THAT(plaintext.stderr_text, HasSubstr("speaks TLS but this client connects in plaintext"));
+
+  // A client certificate from a CA the server does not trust.
+  ProcessResult refused =
+      ctl({"--server", address_, "--ca-file", Tls("ca.crt"), "--cert-file",
+           dir_.File("rogue/agent-host-a.crt"), "--key-file", dir_.File("rogue/agent-host-a.key")});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.stderr_text, HasSubstr("the server refused the client certificate"));
+  EXPECT_THAT(refused.stderr_text, HasSubstr("--tls-client-ca"));
+
+  // The agent's link log says the same about its refused certificate.
+  std::unique_ptr<ChildProcess> agent = StartAgentWith(
+      "host-a", dir_.File("rogue/agent-host-a.crt"), dir_.File("rogue/agent-host-a.key"));
+  ASSERT_NE(agent, nullptr);
+  auto logged = agent->WaitForLineContaining(
+      Stream::kStderr, "the server refused the client certificate", absl::Seconds(120));
+  EXPECT_TRUE(logged.ok()) << logged.status() << agent->Text(Stream::kStderr);
+  agent->Terminate(absl::Seconds(15));
+}
+
+// A plaintext server behind a TLS client.
+TEST(TlsDiagnosisTest, TlsClientAgainstAPlaintextServer) {
+  TempDir dir{"rxfleet-tls-plain"};
+  auto server =
+      ChildProcess::Start({BinaryPath("server/rxfleet-server"), "--listen", "127.0.0.1:0", "--db",
+                           dir.File("fleet.db"), "--http-listen", "none", "--insecure"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = ListenAddress(**server);
+  ProcessResult r = RunProcess(
+      {BinaryPath("cli/rxfleetctl"), "--server", address, "--timeout", "10s", "get", "hosts"},
+      kCall, {"HOME=" + dir.path().string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.stderr_text, HasSubstr("does not speak TLS (was it started with --insecure?)"));
+  (*server)->Terminate(absl::Seconds(10));
 }
 
 // Listing or revoking tokens on a mistyped --db path fails instead of creating an empty

@@ -5,9 +5,13 @@
 // policy writes loses no acknowledged write; the bundle version never goes backwards.
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -39,6 +43,7 @@ using ::rxfleet::testing::Stream;
 using ::rxfleet::testing::TempDir;
 using ::rxfleet::testing::WaitFor;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 grpc::ClientContext* WithDeadline(grpc::ClientContext* context) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
@@ -512,6 +517,35 @@ TEST(ServerBinaryTest, FlagsVersionAndExitCodes) {
                  absl::Seconds(20));
   EXPECT_EQ(bad_db.exit_code, 1);
   EXPECT_THAT(bad_db.stderr_text, HasSubstr("not-a-dir"));
+}
+
+// A port another process holds is named as such, for the HTTP and the gRPC listener, instead
+// of civetweb's "null context when constructing CivetServer".
+TEST(ServerProcessTest, BusyPortsAreNamed) {
+  const int holder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string busy = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+  const std::string server = BinaryPath("server/rxfleet-server");
+  TempDir dir;
+  ProcessResult http = RunProcess({server, "--insecure", "--listen", "127.0.0.1:0", "--http-listen",
+                                   busy, "--db", dir.File("a.db")},
+                                  absl::Seconds(20));
+  EXPECT_EQ(http.exit_code, 1);
+  EXPECT_THAT(http.stderr_text, HasSubstr("--http-listen: " + busy + " is already in use"));
+  EXPECT_THAT(http.stderr_text, Not(HasSubstr("null context")));
+  ProcessResult grpc_port = RunProcess(
+      {server, "--insecure", "--listen", busy, "--http-listen", "none", "--db", dir.File("b.db")},
+      absl::Seconds(20));
+  EXPECT_EQ(grpc_port.exit_code, 1);
+  EXPECT_THAT(grpc_port.stderr_text, HasSubstr("--listen: " + busy + " is already in use"));
+  ::close(holder);
 }
 
 }  // namespace

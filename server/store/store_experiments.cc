@@ -1,0 +1,210 @@
+// Store: experiments and their metric windows (the rest of the store is in store.cc).
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/proto/time.h"
+#include "common/string_view_compat.h"
+#include "server/store/sqlite_util.h"
+#include "server/store/store.h"
+
+namespace rxfleet::server {
+namespace {
+
+using common::ToAbslView;
+
+// Segment values are joined with the ASCII unit separator, which label values cannot hold.
+constexpr char kSegmentSeparator = '\x1f';
+
+std::optional<v1::Experiment> FindExperiment(SQLite::Database& db, std::string_view name) {
+  SQLite::Statement query(db, "SELECT record FROM experiments WHERE name = ?");
+  query.bind(1, std::string(name));
+  if (!query.executeStep()) return std::nullopt;
+  return ParseRecord<v1::Experiment>(query.getColumn(0), "experiments");
+}
+
+void UpsertExperiment(SQLite::Database& db, const v1::Experiment& experiment) {
+  std::string buffer;
+  SQLite::Statement upsert(db,
+                           "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
+                           "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                           "end_time_ns = excluded.end_time_ns, record = excluded.record");
+  upsert.bind(1, experiment.metadata().name());
+  upsert.bind(2, absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
+  if (experiment.status().has_end_time()) {
+    upsert.bind(3, absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
+  } else {
+    upsert.bind(3);
+  }
+  BindRecord(upsert, 4, experiment, &buffer);
+  upsert.exec();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Experiment> Store::CreateExperiment(const v1::Experiment& experiment,
+                                                       absl::Time now) {
+  const std::string& name = experiment.metadata().name();
+  if (name.empty()) return absl::InvalidArgumentError("experiment metadata.name must be set");
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    if (FindExperiment(db, name).has_value()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "experiment ", name, " already exists (names are never reused, even after it ended)"));
+    }
+    const int64_t revision = ReadMeta(db, "revision") + 1;
+    v1::Experiment out = experiment;
+    v1::ObjectMeta* meta = out.mutable_metadata();
+    meta->set_uid(NewUid());
+    meta->set_generation(1);
+    meta->set_resource_version(absl::StrCat(revision));
+    *meta->mutable_create_time() = common::TimeToProto(now);
+    *meta->mutable_update_time() = common::TimeToProto(now);
+    UpsertExperiment(db, out);
+    WriteMeta(db, "revision", revision);
+    transaction.commit();
+    return out;
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot store experiment ", name), path_);
+  }
+}
+
+absl::StatusOr<v1::Experiment> Store::UpdateExperimentStatus(std::string_view name,
+                                                             const v1::ExperimentStatus& status,
+                                                             absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    std::optional<v1::Experiment> stored = FindExperiment(db, name);
+    if (!stored.has_value()) {
+      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
+    }
+    const int64_t revision = ReadMeta(db, "revision") + 1;
+    *stored->mutable_status() = status;
+    stored->mutable_metadata()->set_resource_version(absl::StrCat(revision));
+    *stored->mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
+    UpsertExperiment(db, *stored);
+    WriteMeta(db, "revision", revision);
+    transaction.commit();
+    return *std::move(stored);
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot update experiment ", ToAbslView(name)), path_);
+  }
+}
+
+absl::StatusOr<std::vector<v1::Experiment>> Store::LoadExperiments() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Experiment> out;
+  try {
+    SQLite::Statement query(*db_, "SELECT record FROM experiments ORDER BY create_time_ns, name");
+    while (query.executeStep()) {
+      out.push_back(ParseRecord<v1::Experiment>(query.getColumn(0), "experiments"));
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot load experiments", path_);
+  }
+  return out;
+}
+
+absl::Status Store::AddWindows(absl::Span<const StoredWindow> windows) {
+  if (windows.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    std::string buffer;
+    SQLite::Statement insert(db,
+                             "INSERT INTO metric_windows (experiment, host_id, valid, "
+                             "segment_count, segment, record) VALUES (?, ?, ?, ?, ?, ?)");
+    for (const StoredWindow& w : windows) {
+      insert.bind(1, w.experiment);
+      insert.bind(2, w.host_id);
+      insert.bind(3, w.window.valid() ? 1 : 0);
+      insert.bind(4, static_cast<int64_t>(w.segment.size()));
+      insert.bind(5, absl::StrJoin(w.segment, std::string(1, kSegmentSeparator)));
+      BindRecord(insert, 6, w.window, &buffer);
+      insert.exec();
+      insert.reset();
+    }
+    transaction.commit();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot store metric windows", path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::ForEachWindow(
+    std::string_view experiment,
+    const std::function<void(const std::string& host_id, std::vector<std::string> segment,
+                             const v1::MetricWindow& window)>& fn) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Statement query(*db_,
+                            "SELECT host_id, segment_count, segment, record FROM metric_windows "
+                            "WHERE experiment = ? ORDER BY id");
+    query.bind(1, std::string(experiment));
+    v1::MetricWindow window;
+    while (query.executeStep()) {
+      const SQLite::Column record = query.getColumn(3);
+      if (!window.ParseFromArray(record.getBlob(), record.getBytes())) {
+        throw SQLite::Exception("a record in table metric_windows does not parse", SQLITE_CORRUPT);
+      }
+      std::vector<std::string> segment;
+      if (query.getColumn(1).getInt64() > 0) {
+        segment = absl::StrSplit(query.getColumn(2).getString(), kSegmentSeparator);
+      }
+      fn(query.getColumn(0).getString(), std::move(segment), window);
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(
+        e, absl::StrCat("cannot read the metric windows of experiment ", ToAbslView(experiment)),
+        path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, WindowCounts>> Store::CountWindows() {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, WindowCounts> out;
+  try {
+    SQLite::Statement query(*db_,
+                            "SELECT experiment, COUNT(*), SUM(valid) FROM metric_windows "
+                            "GROUP BY experiment");
+    while (query.executeStep()) {
+      WindowCounts& counts = out[query.getColumn(0).getString()];
+      counts.total = static_cast<uint64_t>(query.getColumn(1).getInt64());
+      counts.valid = static_cast<uint64_t>(query.getColumn(2).getInt64());
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot count metric windows", path_);
+  }
+  return out;
+}
+
+absl::StatusOr<uint64_t> Store::DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    SQLite::Statement remove(db,
+                             "DELETE FROM metric_windows WHERE experiment IN (SELECT name FROM "
+                             "experiments WHERE end_time_ns IS NOT NULL AND end_time_ns < ?)");
+    remove.bind(1, absl::ToUnixNanos(ended_before));
+    const int deleted = remove.exec();
+    transaction.commit();
+    return static_cast<uint64_t>(deleted);
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot delete expired metric windows", path_);
+  }
+}
+
+}  // namespace rxfleet::server
