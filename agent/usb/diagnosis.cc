@@ -21,6 +21,8 @@ std::string_view DeviceClassName(DeviceClass device_class) {
   switch (device_class) {
     case DeviceClass::kSupported:
       return "supported";
+    case DeviceClass::kObserved:
+      return "observed";
     case DeviceClass::kStorageMode:
       return "storage_mode";
     case DeviceClass::kUnknownRealtek:
@@ -52,6 +54,20 @@ DeviceAssessment AssessDevice(const UsbDeviceInfo& device) {
            absl::StrFormat("%s (%s) supports USB %s but runs at %s: running at USB 2; "
                            "throughput capped near 300 Mbit/s (use a USB 3 port, cable or hub)",
                            id, chip->chip, FormatBcd(device.bcd_usb),
+                           common::UsbSpeedDisplayName(device.speed))});
+    }
+    return assessment;
+  }
+  if (const common::ObservedChip* chip = common::LookupObservedChip(device.vid, device.pid);
+      chip != nullptr) {
+    assessment.device_class = DeviceClass::kObserved;
+    assessment.observed = chip;
+    if (device.bcd_usb >= kBcdUsb3 && IsUsb2OrSlower(device.speed)) {
+      assessment.diagnoses.push_back(
+          {std::string(kDiagnosisUsb3CapableAtUsb2),
+           absl::StrFormat("%s (%s) supports USB %s but runs at %s: running at USB 2 caps its "
+                           "throughput (use a USB 3 port, cable or hub)",
+                           id, chip->names, FormatBcd(device.bcd_usb),
                            common::UsbSpeedDisplayName(device.speed))});
     }
     return assessment;
