@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/chips/chip_table.h"
+#include "common/chips/family.h"
 #include "common/host_labels.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
@@ -60,6 +61,8 @@ absl::Status CheckChipName(std::string_view chip) {
                                  [](std::string* out, std::string_view n) { out->append(n); }),
                    ")"));
 }
+
+absl::Status CheckFamilyName(std::string_view family) { return ParseChipFamily(family).status(); }
 
 absl::Status CheckAdapterId(std::string_view id) {
   if (id.empty()) return absl::InvalidArgumentError("adapter id must not be empty");
@@ -150,6 +153,9 @@ void EmitSelector(YAML::Emitter& out, const Selector& selector) {
   }
   if (!selector.adapters.empty()) {
     EmitStringList(out, "adapters", selector.adapters, /*quoted=*/true);
+  }
+  if (!selector.families.empty()) {
+    EmitStringList(out, "families", selector.families, /*quoted=*/false);
   }
   out << YAML::EndMap;
 }
@@ -460,8 +466,9 @@ absl::Status DocumentReader::ReadSelector(const YAML::Node& node, SelectorItemCh
   if (node.IsNull()) return absl::OkStatus();
   const bool check_all = checks == SelectorItemChecks::kWhileReading;
   FieldMap f;
-  if (absl::Status s = ReadMap(node, "spec.selector",
-                               {"matchLabels", "usbSpeeds", "chips", "vidPids", "adapters"}, &f);
+  if (absl::Status s =
+          ReadMap(node, "spec.selector",
+                  {"matchLabels", "usbSpeeds", "chips", "vidPids", "adapters", "families"}, &f);
       !s.ok()) {
     return s;
   }
@@ -518,6 +525,10 @@ absl::Status DocumentReader::ReadSelector(const YAML::Node& node, SelectorItemCh
     return s;
   }
   if (absl::Status s = read_list("vidPids", add_vid_pid); !s.ok()) return s;
+  if (absl::Status s = read_list("families", add_text(&selector->families, &CheckFamilyName));
+      !s.ok()) {
+    return s;
+  }
   return read_list("adapters", add_text(&selector->adapters, &CheckAdapterId));
 }
 
