@@ -46,7 +46,9 @@ struct AdapterManagerOptions {
 /// Owns the adapter records of one host and reconciles them: level-based, one adapter at a time,
 /// opening each device only for the duration of its pass.
 ///
-/// Classification (AssessDevice): supported rtw89 adapters are reconciled; storage-mode
+/// Classification (AssessDevice): supported rtw89 adapters are reconciled; rtw88 and mt76
+/// adapters (observe-only families) get read-only passes every reconcile_period (Observe);
+/// storage-mode
 /// (0bda:1a2b), unknown Realtek and other vendors' devices are reported with their diagnoses but
 /// never opened (zero control transfers). Hubs never reach here (DeviceSource excludes them).
 ///
@@ -128,6 +130,10 @@ class AdapterManager {
   void Upsert(const UsbDeviceInfo& device);
   void MarkGone(Record& record, std::string_view reason, std::string message);
   void Reconcile(Record& record);
+  /// Read-only pass of an observe-only adapter (rtw88, mt76): reads the layout's registers with
+  /// the family's protocol (which refuses writes), judges them (AssessObservation) and publishes
+  /// phase observed; never resolves policies or writes.
+  void Observe(Record& record);
   void Publish(Record& record, const AdapterEvents& events);
   void LogTransition(Record& record);
   Record* FindPresentByLocation(uint8_t bus, uint8_t devnum);
