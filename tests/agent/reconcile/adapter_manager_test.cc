@@ -370,7 +370,7 @@ TEST_F(AdapterManagerTest, LogLinesAreJournaldFriendlyAndDeduplicated) {
     manager_->ReconcileDue();
   }
   ASSERT_EQ(log_.size(), 2u) << ::testing::PrintToString(log_);
-  EXPECT_THAT(log_[0], HasSubstr("adapter=port-2-2 chip=rtl8922au usb=super port=2-2 "
+  EXPECT_THAT(log_[0], HasSubstr("adapter=port-2-2 chip=rtl8922au family=rtw89 usb=super port=2-2 "
                                  "state=pending reason=Discovered"));
   EXPECT_THAT(log_[1], HasSubstr("state=applied reason=Applied"));
   EXPECT_THAT(log_[1], HasSubstr("wrote 0x80ff0114"));
