@@ -60,6 +60,8 @@ nlohmann::json AdapterToJson(const AdapterSnapshot& s) {
   j["chip"] = OrNull(s.chip);
   j["layout"] = s.layout ? nlohmann::json(std::string(common::RxAggLayoutName(*s.layout)))
                          : nlohmann::json(nullptr);
+  j["family"] = OrNull(s.family);
+  j["managed"] = s.family == "rtw89";
   j["usb_speed"] = std::string(common::UsbSpeedName(s.device.speed));
   j["port_path"] = s.device.port_path;
   j["bus"] = s.device.bus;
@@ -93,6 +95,17 @@ nlohmann::json AdapterToJson(const AdapterSnapshot& s) {
     observed["hold_us"] = f.hold_us;
     observed["count_threshold"] = f.count_threshold;
     observed["buffer_kib"] = f.buffer_kib;
+    j["observed"] = observed;
+  } else if (!s.observed_words.empty()) {
+    nlohmann::json observed;
+    nlohmann::json registers = nlohmann::json::object();
+    for (const auto& [address, word] : s.observed_words) {
+      registers[absl::StrFormat("0x%04x", address)] = absl::StrFormat("0x%08x", word);
+    }
+    observed["registers"] = registers;
+    nlohmann::json fields = nlohmann::json::object();
+    for (const common::FieldValue& f : s.observed_fields) fields[f.name] = f.value;
+    observed["fields"] = fields;
     j["observed"] = observed;
   } else {
     j["observed"] = nullptr;
@@ -144,7 +157,8 @@ std::string RenderAdaptersTable(const std::vector<AdapterSnapshot>& snapshots) {
     const bool problem = s.phase == AdapterPhase::kError ||
                          s.phase == AdapterPhase::kDisabledByDriver ||
                          s.phase == AdapterPhase::kInvalidSettings ||
-                         s.phase == AdapterPhase::kAsleep || s.phase == AdapterPhase::kDrifted;
+                         s.phase == AdapterPhase::kAsleep || s.phase == AdapterPhase::kDrifted ||
+                         (s.phase == AdapterPhase::kObserved && s.reason == "NotJudged");
     if (problem && !s.message.empty()) out += "  ! " + s.message + "\n";
     for (const Diagnosis& d : s.diagnoses) out += "  ! " + d.code + ": " + d.message + "\n";
   }

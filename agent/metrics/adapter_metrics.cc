@@ -33,7 +33,9 @@ Labels InfoLabels(const AdapterLabels& l) {
           {"usb_speed", l.usb_speed},
           {"port_path", l.port_path},
           {"netdev", l.netdev},
-          {"driver", l.driver}};
+          {"driver", l.driver},
+          {"family", l.family},
+          {"managed", l.managed}};
 }
 
 }  // namespace
@@ -58,6 +60,8 @@ std::string_view AdapterStateName(AdapterState state) {
       return "gone";
     case AdapterState::kError:
       return "error";
+    case AdapterState::kObserved:
+      return "observed";
   }
   return "error";
 }
@@ -114,7 +118,12 @@ AdapterMetrics::AdapterMetrics(prometheus::Registry& registry)
       experiment_(prometheus::BuildGauge()
                       .Name("rxfleet_adapter_experiment_info")
                       .Help("Experiment arm the adapter is enrolled in (value is always 1).")
-                      .Register(registry)) {}
+                      .Register(registry)),
+      rx_agg_field_(prometheus::BuildGauge()
+                        .Name("rxfleet_adapter_rx_agg_field")
+                        .Help("Observe-only chip families (rtw88, mt76): raw value of an RX "
+                              "aggregation register field as last read and judged plausible.")
+                        .Register(registry)) {}
 
 AdapterMetrics::Adapter* AdapterMetrics::Find(std::string_view adapter_id) {
   auto it = adapters_.find(adapter_id);
@@ -165,7 +174,34 @@ void AdapterMetrics::RemoveAdapter(std::string_view adapter_id) {
   for (auto& [reason, c] : a.failures) failures_.Remove(c);
   for (auto& [code, g] : a.diagnoses) diagnosis_.Remove(g);
   for (auto& [experiment, arm] : a.experiments) experiment_.Remove(arm.second);
+  for (auto& [field, g] : a.fields) rx_agg_field_.Remove(g);
   adapters_.erase(it);
+}
+
+void AdapterMetrics::SetObservedFields(std::string_view adapter_id,
+                                       const std::map<std::string, uint32_t>& fields) {
+  absl::MutexLock lock(&mu_);
+  Adapter* a = Find(adapter_id);
+  if (a == nullptr) return;
+  for (auto it = a->fields.begin(); it != a->fields.end();) {
+    if (fields.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    rx_agg_field_.Remove(it->second);
+    it = a->fields.erase(it);
+  }
+  for (const auto& [name, value] : fields) {
+    auto it = a->fields.find(name);
+    if (it == a->fields.end()) {
+      if (!ValidCode(name) || a->fields.size() >= kMaxFieldsPerAdapter) continue;
+      it = a->fields
+               .emplace(name,
+                        &rx_agg_field_.Add({{"adapter", a->labels.adapter_id}, {"field", name}}))
+               .first;
+    }
+    it->second->Set(static_cast<double>(value));
+  }
 }
 
 void AdapterMetrics::SetHoldLocked(prometheus::Family<prometheus::Gauge>& family,

@@ -29,6 +29,8 @@ struct AdapterLabels {
   std::string port_path;   ///< kernel port path at the moment, "2-2"
   std::string netdev;      ///< interface name, empty if none
   std::string driver;      ///< bound driver, "rtw89_8922au"; empty if none
+  std::string family;      ///< chip family "rtw89", "rtw88", "mt76"; empty if in no table
+  std::string managed;     ///< "true" when rxfleet holds RX aggregation (rtw89), else "false"
 
   friend bool operator==(const AdapterLabels&, const AdapterLabels&) = default;
 };
@@ -46,14 +48,16 @@ enum class AdapterState : uint8_t {
   kOtherVendor,       ///< "ignored_other_vendor": a Wi-Fi adapter that is not rtw89
   kGone,              ///< "gone": unplugged; kept until RemoveAdapter
   kError,             ///< "error": last reconcile failed (see rxfleet_adapter_failures_total)
+  kObserved,          ///< "observed": observe-only family (rtw88, mt76), read and never written
 };
 inline constexpr AdapterState kAllAdapterStates[] = {
     AdapterState::kApplied,          AdapterState::kPending,     AdapterState::kAsleep,
     AdapterState::kDisabledByDriver, AdapterState::kUnsupported, AdapterState::kStorageMode,
-    AdapterState::kOtherVendor,      AdapterState::kGone,        AdapterState::kError};
+    AdapterState::kOtherVendor,      AdapterState::kGone,        AdapterState::kError,
+    AdapterState::kObserved};
 
 /// "applied", "pending", "asleep", "disabled_by_driver", "unsupported", "storage_mode",
-/// "ignored_other_vendor", "gone", "error" (the API's AdapterState words).
+/// "ignored_other_vendor", "gone", "error", "observed" (the API's AdapterState words).
 std::string_view AdapterStateName(AdapterState state);
 /// Inverse of AdapterStateName (exact match); nullopt for anything else.
 std::optional<AdapterState> ParseAdapterState(std::string_view name);
@@ -62,7 +66,8 @@ std::optional<AdapterState> ParseAdapterState(std::string_view name);
 /// and may be called on every reconcile pass.
 ///
 /// Series (all gauges unless `_total`; `adapter` label = adapter id):
-///   rxfleet_adapter_info{adapter,chip,vid,pid,usb_speed,port_path,netdev,driver}  1
+///   rxfleet_adapter_info{adapter,chip,vid,pid,usb_speed,port_path,netdev,driver,family,
+///                        managed}  1
 ///   rxfleet_adapter_state{adapter,state}            1 for the current state, 0 for the others
 ///   rxfleet_adapter_hold_desired_seconds{adapter}   hold the policy wants (e.g. 3.2e-05)
 ///   rxfleet_adapter_hold_observed_seconds{adapter}  hold read back from the device
@@ -72,12 +77,15 @@ std::optional<AdapterState> ParseAdapterState(std::string_view name);
 ///   rxfleet_adapter_failures_total{adapter,reason}  failures by kFailureReasons
 ///   rxfleet_adapter_diagnosis{adapter,code}         1 while a diagnosis is active
 ///   rxfleet_adapter_experiment_info{adapter,experiment,arm}  1 while enrolled
-/// Label cardinality is bounded: 9 states, 9 reasons, at most kMaxDiagnosesPerAdapter codes and
-/// kMaxExperimentsPerAdapter experiments per adapter.
+///   rxfleet_adapter_rx_agg_field{adapter,field}     observe-only families: raw value of a
+///                                                   decoded RX aggregation field
+/// Label cardinality is bounded: 10 states, at most kMaxFieldsPerAdapter fields, 9 reasons, at most
+/// kMaxDiagnosesPerAdapter codes and kMaxExperimentsPerAdapter experiments per adapter.
 class AdapterMetrics {
  public:
   static constexpr size_t kMaxDiagnosesPerAdapter = 16;
   static constexpr size_t kMaxExperimentsPerAdapter = 4;
+  static constexpr size_t kMaxFieldsPerAdapter = 16;
 
   /// Registers the families in `registry`, which must outlive this object.
   explicit AdapterMetrics(prometheus::Registry& registry);
@@ -117,6 +125,12 @@ class AdapterMetrics {
   /// kMaxDiagnosesPerAdapter active per adapter are dropped.
   void SetDiagnosis(std::string_view adapter_id, std::string_view code, bool active);
 
+  /// Replaces the adapter's rxfleet_adapter_rx_agg_field series with `fields` (name -> raw
+  /// value); an empty map deletes them (values not judged). Names must be [a-z0-9_]{1,64}; invalid
+  /// ones and those beyond kMaxFieldsPerAdapter are dropped.
+  void SetObservedFields(std::string_view adapter_id,
+                         const std::map<std::string, uint32_t>& fields);
+
   /// Records the adapter's arm in `experiment` as rxfleet_adapter_experiment_info (one series
   /// per adapter and experiment, replaced when the arm changes). An empty `arm` removes the
   /// enrollment. Experiment and arm: 1..64 characters of [A-Za-z0-9._-]; invalid values and
@@ -138,6 +152,7 @@ class AdapterMetrics {
     std::map<std::string, prometheus::Counter*, std::less<>> failures;
     std::map<std::string, prometheus::Gauge*, std::less<>> diagnoses;
     std::map<std::string, std::pair<std::string, prometheus::Gauge*>, std::less<>> experiments;
+    std::map<std::string, prometheus::Gauge*, std::less<>> fields;
   };
 
   Adapter* Find(std::string_view adapter_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -156,6 +171,7 @@ class AdapterMetrics {
   prometheus::Family<prometheus::Counter>& failures_;
   prometheus::Family<prometheus::Gauge>& diagnosis_;
   prometheus::Family<prometheus::Gauge>& experiment_;
+  prometheus::Family<prometheus::Gauge>& rx_agg_field_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, Adapter, std::less<>> adapters_ ABSL_GUARDED_BY(mu_);

@@ -1,13 +1,18 @@
+// Size reason: the manager's record set, the rtw89 reconcile pass and the observe-only pass
+// share the private Record type, so they stay in one file (about 600 lines).
 #include "agent/reconcile/adapter_manager.h"
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/reconcile/reconciler.h"
 #include "agent/reconcile/transition.h"
+#include "agent/usb/observe.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
 #include "common/usb_speed.h"
@@ -30,7 +35,30 @@ bool SameStatus(const AdapterSnapshot& a, const AdapterSnapshot& b) {
          a.netdev == b.netdev && a.driver == b.driver && a.present == b.present &&
          a.phase == b.phase && a.reason == b.reason && a.message == b.message &&
          a.desired == b.desired && a.observed_reg0 == b.observed_reg0 &&
-         a.diagnoses == b.diagnoses && a.applied_bundle_version == b.applied_bundle_version;
+         a.diagnoses == b.diagnoses && a.applied_bundle_version == b.applied_bundle_version &&
+         a.family == b.family && a.observed_words == b.observed_words;
+}
+
+// sysfs netdev identity of the adapter, refreshed on every pass.
+// True when <netdev>/operstate (the directory above `statistics_dir`) reads "up".
+bool NetdevUp(const std::string& statistics_dir) {
+  if (statistics_dir.empty()) return false;
+  std::ifstream in(statistics_dir + "/../operstate");
+  std::string state;
+  return static_cast<bool>(in >> state) && state == "up";
+}
+
+// "RTL8822BU/RTL8812BU" -> "rtl8822bu"; "MT76x2U e.g. MT7612U/MT7632U" -> "mt76x2u".
+std::string ObservedChipName(const common::ObservedChip& chip) {
+  std::string_view names = chip.names;
+  names = names.substr(0, names.find_first_of(" /"));
+  return absl::AsciiStrToLower(ToAbslView(names));
+}
+
+// Adapters the manager runs passes for: rtw89 reconciles and observe-only reads.
+bool HasPasses(const AdapterSnapshot& snap) {
+  return snap.device_class == DeviceClass::kSupported ||
+         snap.device_class == DeviceClass::kObserved;
 }
 
 LogLevel PhaseLogLevel(AdapterPhase phase) {
@@ -63,6 +91,8 @@ struct AdapterManager::Record {
   RepairRateLimiter limiter;
   absl::Time next_due = absl::InfinitePast();
   absl::Time gone_at = absl::InfiniteFuture();
+  // Diagnoses of the device itself (AssessDevice), before any family pass adds its own.
+  std::vector<Diagnosis> base_diagnoses;
   // Phase/reason key of the last logged line, so identical states are logged once.
   std::string logged_key;
   bool published = false;
@@ -187,7 +217,15 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   r.snap.peer_port_path = sysfs_.PeerPortPath(device.port_path).value_or("");
   r.snap.device_class = assessment.device_class;
   r.snap.diagnoses = assessment.diagnoses;
+  r.base_diagnoses = assessment.diagnoses;
   r.snap.chip = assessment.chip != nullptr ? std::string(assessment.chip->chip) : std::string();
+  r.snap.family = assessment.chip != nullptr ? "rtw89" : "";
+  if (assessment.observed != nullptr) {
+    r.snap.chip = ObservedChipName(*assessment.observed);
+    r.snap.family = std::string(common::ChipFamilyName(assessment.observed->layout->family));
+  }
+  r.snap.observed_words.clear();
+  r.snap.observed_fields.clear();
   r.snap.layout =
       assessment.chip != nullptr ? std::optional(assessment.chip->layout) : std::nullopt;
   r.snap.present = true;
@@ -206,6 +244,7 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   std::string message = where;
   switch (assessment.device_class) {
     case DeviceClass::kSupported:
+    case DeviceClass::kObserved:
       r.next_due = absl::InfinitePast();
       break;
     case DeviceClass::kStorageMode:
@@ -221,7 +260,7 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
       reason = "OtherVendor";
       break;
   }
-  if (assessment.device_class != DeviceClass::kSupported) {
+  if (!HasPasses(r.snap)) {
     r.next_due = absl::InfiniteFuture();
     message = absl::StrCat(where, "; not touched");
     if (!assessment.diagnoses.empty()) {
@@ -295,7 +334,7 @@ void AdapterManager::ProcessEvents() {
   }
   if (requeue) {
     for (auto& [id, record] : records_) {
-      if (record->snap.present && record->snap.device_class == DeviceClass::kSupported) {
+      if (record->snap.present && HasPasses(record->snap)) {
         record->next_due = absl::InfinitePast();
       }
     }
@@ -307,8 +346,8 @@ absl::Time AdapterManager::ReconcileDue(const std::function<bool()>& should_stop
   for (auto& [id, record] : records_) {
     if (should_stop && should_stop()) break;
     Record& r = *record;
-    if (r.snap.present && r.snap.device_class == DeviceClass::kSupported && r.next_due <= now) {
-      Reconcile(r);
+    if (r.snap.present && HasPasses(r.snap) && r.next_due <= now) {
+      r.snap.device_class == DeviceClass::kObserved ? Observe(r) : Reconcile(r);
     }
   }
   absl::Time next = absl::InfiniteFuture();
@@ -341,8 +380,8 @@ absl::Time AdapterManager::ReconcileDue(const std::function<bool()>& should_stop
 
 void AdapterManager::ReconcileAllNow() {
   for (auto& [id, record] : records_) {
-    if (record->snap.present && record->snap.device_class == DeviceClass::kSupported) {
-      Reconcile(*record);
+    if (record->snap.present && HasPasses(record->snap)) {
+      record->snap.device_class == DeviceClass::kObserved ? Observe(*record) : Reconcile(*record);
     }
   }
 }
@@ -364,6 +403,7 @@ void AdapterManager::Reconcile(Record& r) {
   }
   attributes.adapter_id = r.snap.id;
   attributes.chip = r.snap.chip;
+  attributes.family = r.snap.family;
   attributes.vid = r.snap.device.vid;
   attributes.pid = r.snap.device.pid;
   attributes.usb_speed = r.snap.device.speed;
@@ -450,6 +490,76 @@ void AdapterManager::Apply(Record& r, const AdapterTransition& t, absl::Time mon
   Publish(r, events);
 }
 
+void AdapterManager::Observe(Record& r) {
+  const absl::Time wall = WallNow();
+  RefreshNetdev(r);
+  ObservationInput input;
+  input.chip = common::LookupObservedChip(r.snap.device.vid, r.snap.device.pid);
+  input.speed = r.snap.device.speed;
+  input.netdev_up = NetdevUp(r.snap.statistics_dir);
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = host_labels_.find("kernel"); it != host_labels_.end()) {
+      input.kernel_release = it->second;
+    }
+  }
+  const common::DriverLayout& layout = *input.chip->layout;
+  // Registers are read only while the netdev is up: the driver may have the chip in a power
+  // state where they read garbage (and a read would only be discarded).
+  if (input.netdev_up) {
+    absl::StatusOr<std::unique_ptr<RegisterIo>> io =
+        source_.OpenFamilyRegisterIo(r.snap.device, common::ReadAddresses(layout), layout.protocol);
+    absl::Status gone;
+    if (!io.ok()) {
+      if (absl::IsUnavailable(io.status())) gone = io.status();
+      input.read_errors.push_back(absl::StrCat("open: ", io.status().message()));
+    } else {
+      for (uint32_t address : common::ReadAddresses(layout)) {
+        absl::StatusOr<uint32_t> word = (*io)->Read32(address);
+        if (word.ok()) {
+          input.words[address] = *word;
+          continue;
+        }
+        if (absl::IsUnavailable(word.status())) gone = word.status();
+        input.read_errors.push_back(std::string(word.status().message()));
+        break;
+      }
+      io->reset();
+    }
+    if (!gone.ok()) {
+      r.snap.last_failure_reason = std::string(FailureReasonFromStatus(gone));
+      ++r.snap.counters.failures;
+      MarkGone(r, "DeviceGone", absl::StrCat("read failed: ", gone.message()));
+      rescan_requested_ = true;
+      Publish(r, AdapterEvents{.failure_reason = r.snap.last_failure_reason});
+      return;
+    }
+  }
+  const Observation observation = AssessObservation(input);
+  r.snap.diagnoses = r.base_diagnoses;
+  r.snap.diagnoses.insert(r.snap.diagnoses.end(), observation.diagnoses.begin(),
+                          observation.diagnoses.end());
+  if (observation.judged) {
+    r.snap.observed_words = input.words;
+    r.snap.observed_fields = observation.fields;
+    r.snap.observed_time = wall;
+  } else {
+    r.snap.observed_words.clear();
+    r.snap.observed_fields.clear();
+  }
+  if (r.snap.phase != AdapterPhase::kObserved) r.snap.phase_since = wall;
+  r.snap.phase = AdapterPhase::kObserved;
+  r.snap.reason = observation.judged ? "Observed" : "NotJudged";
+  std::string message =
+      absl::StrFormat("%s adapter, observe-only: registers read, never written", r.snap.family);
+  if (!observation.judged) {
+    absl::StrAppend(&message, "; values not judged: ", observation.not_judged_reason);
+  }
+  r.snap.message = std::move(message);
+  r.next_due = MonoNow() + options_.reconcile_period;
+  Publish(r, {});
+}
+
 void AdapterManager::LogTransition(Record& r) {
   if (!options_.log) return;
   std::string key = absl::StrCat(ToAbslView(AdapterPhaseName(r.snap.phase)), "/", r.snap.reason);
@@ -461,6 +571,7 @@ void AdapterManager::LogTransition(Record& r) {
   r.logged_key = key;
   std::string line = absl::StrCat("adapter=", r.snap.id);
   absl::StrAppend(&line, " chip=", r.snap.chip.empty() ? "-" : r.snap.chip);
+  if (!r.snap.family.empty()) absl::StrAppend(&line, " family=", r.snap.family);
   absl::StrAppend(&line, " usb=", ToAbslView(common::UsbSpeedName(r.snap.device.speed)),
                   " port=", r.snap.device.port_path);
   absl::StrAppend(&line, " state=", ToAbslView(AdapterPhaseName(r.snap.phase)),

@@ -47,7 +47,9 @@ struct AdapterManagerOptions {
 /// Owns the adapter records of one host and reconciles them: level-based, one adapter at a time,
 /// opening each device only for the duration of its pass.
 ///
-/// Classification (AssessDevice): supported rtw89 adapters are reconciled; storage-mode
+/// Classification (AssessDevice): supported rtw89 adapters are reconciled; rtw88 and mt76
+/// adapters (observe-only families) get read-only passes every reconcile_period (Observe);
+/// storage-mode
 /// (0bda:1a2b), unknown Realtek and other vendors' devices are reported with their diagnoses but
 /// never opened (zero control transfers). Hubs never reach here (DeviceSource excludes them).
 ///
@@ -133,6 +135,10 @@ class AdapterManager {
   void Reconcile(Record& record);
   /// Applies a pass's transition (agent/reconcile/transition.h) to the record and publishes it.
   void Apply(Record& record, const AdapterTransition& transition, absl::Time mono, absl::Time wall);
+  /// Read-only pass of an observe-only adapter (rtw88, mt76): reads the layout's registers with
+  /// the family's protocol (which refuses writes), judges them (AssessObservation) and publishes
+  /// phase observed; never resolves policies or writes.
+  void Observe(Record& record);
   void Publish(Record& record, const AdapterEvents& events);
   void LogTransition(Record& record);
   Record* FindPresentByLocation(uint8_t bus, uint8_t devnum);

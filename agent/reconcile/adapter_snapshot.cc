@@ -26,6 +26,8 @@ std::string_view AdapterPhaseName(AdapterPhase phase) {
       return "error";
     case AdapterPhase::kInvalidSettings:
       return "invalid_settings";
+    case AdapterPhase::kObserved:
+      return "observed";
   }
   return "pending";
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "agent/usb/device_source.h"
 #include "agent/usb/diagnosis.h"
 #include "common/chips/chip_table.h"
+#include "common/chips/family.h"
 
 namespace rxfleet::agent {
 
@@ -29,6 +31,7 @@ enum class AdapterPhase : uint8_t {
   kError,        ///< "error": the last attempt failed; retried with exponential backoff
   kInvalidSettings,  ///< "invalid_settings": desired settings not representable; terminal
                      ///< until the policies change
+  kObserved,  ///< "observed": an observe-only family (rtw88, mt76); registers read, never written
 };
 
 /// The names above.
@@ -55,9 +58,19 @@ struct AdapterSnapshot {
   /// Port path of the companion USB 2 / USB 3 port; empty without a sysfs peer link.
   std::string peer_port_path;
   DeviceClass device_class = DeviceClass::kOtherVendor;
-  /// Chip table name ("rtl8922au") and layout, for supported adapters only.
+  /// Chip name, lower case: the rtw89 chip table name ("rtl8922au") for supported adapters,
+  /// the first marketing name of an observe-only family entry ("rtl8822bu", "mt7921au");
+  /// layout for supported adapters only.
   std::string chip;
   std::optional<common::RxAggLayout> layout;
+  /// Chip family: "rtw89" (managed), "rtw88" or "mt76" (observe-only); empty for devices in no
+  /// family table.
+  std::string family;
+  /// Register words of an observe-only adapter's last judged pass (address -> word) and their
+  /// decoded fields (common::DecodeFields); empty when the pass was not judged (netdev down,
+  /// implausible or failed reads).
+  std::map<uint32_t, uint32_t> observed_words;
+  std::vector<common::FieldValue> observed_fields;
   /// Netdev, its driver and statistics directory from sysfs; empty when there is none.
   std::string netdev;
   std::string driver;

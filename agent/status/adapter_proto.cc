@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "agent/usb/observe.h"
 #include "common/chips/rx_agg.h"
 #include "google/protobuf/timestamp.pb.h"
 
@@ -102,6 +103,8 @@ v1::AdapterState AdapterPhaseToProto(AdapterPhase phase) {
       return v1::ADAPTER_STATE_ERROR;
     case AdapterPhase::kInvalidSettings:
       return v1::ADAPTER_STATE_INVALID_SETTINGS;
+    case AdapterPhase::kObserved:
+      return v1::ADAPTER_STATE_OBSERVED;
   }
   return v1::ADAPTER_STATE_UNSPECIFIED;
 }
@@ -181,6 +184,23 @@ void AdapterSnapshotToProto(const AdapterSnapshot& s, std::string_view host_id,
     SetTime(s.observed_time, observed->mutable_read_time());
   }
 
+  st->set_family(s.family);
+  st->set_managed(s.family == common::ChipFamilyName(common::ChipFamily::kRtw89));
+  if (!s.observed_words.empty()) {
+    v1::ObservedRxAgg* observed = st->mutable_observed();
+    for (const auto& [address, value] : s.observed_words) {
+      v1::RegisterWord* word = observed->add_registers();
+      word->set_address(address);
+      word->set_value(value);
+    }
+    SetTime(s.observed_time, observed->mutable_read_time());
+    for (const common::FieldValue& f : s.observed_fields) {
+      v1::ObservedField* field = st->add_observed_fields();
+      field->set_name(f.name);
+      field->set_value(f.value);
+    }
+  }
+
   st->set_state(AdapterPhaseToProto(s.phase));
   using v1::CONDITION_STATUS_FALSE;
   using v1::CONDITION_STATUS_TRUE;
@@ -219,7 +239,9 @@ void AdapterSnapshotToProto(const AdapterSnapshot& s, std::string_view host_id,
     v1::Diagnosis* diagnosis = st->add_diagnoses();
     diagnosis->set_code(d.code);
     diagnosis->set_message(d.message);
-    const bool warning = d.code == kDiagnosisUsb3CapableAtUsb2 || d.code == kDiagnosisStorageMode;
+    const bool warning = d.code == kDiagnosisUsb3CapableAtUsb2 || d.code == kDiagnosisStorageMode ||
+                         d.code == kDiagnosisRxAggOffOldKernel ||
+                         d.code == kDiagnosisRtw88PreCalcUsb3;
     diagnosis->set_severity(warning ? v1::DIAGNOSIS_SEVERITY_WARNING : v1::DIAGNOSIS_SEVERITY_INFO);
   }
   v1::AdapterCounters* counters = st->mutable_counters();

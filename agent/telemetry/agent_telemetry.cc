@@ -32,6 +32,8 @@ AdapterState MetricsState(AdapterPhase phase) {
     case AdapterPhase::kError:
     case AdapterPhase::kInvalidSettings:
       return AdapterState::kError;
+    case AdapterPhase::kObserved:
+      return AdapterState::kObserved;
   }
   return AdapterState::kError;
 }
@@ -152,7 +154,12 @@ void AgentTelemetry::UpdateAdapterSeries(const AdapterSnapshot& s) {
   labels.port_path = s.device.port_path;
   labels.netdev = s.netdev;
   labels.driver = s.driver;
+  labels.family = s.family;
+  labels.managed = s.family == "rtw89" ? "true" : "false";
   adapters_.SetAdapter(labels);
+  std::map<std::string, uint32_t> fields;
+  for (const common::FieldValue& f : s.observed_fields) fields[f.name] = f.value;
+  adapters_.SetObservedFields(s.id, fields);
   adapters_.SetState(s.id, MetricsState(s.phase));
   std::optional<double> desired;
   if (s.desired && s.desired->resolved.hold_us) {

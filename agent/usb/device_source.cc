@@ -14,4 +14,9 @@ std::string_view HotplugEventName(HotplugEvent event) {
 
 DeviceSource::~DeviceSource() = default;
 
+absl::StatusOr<std::unique_ptr<RegisterIo>> DeviceSource::OpenFamilyRegisterIo(
+    const UsbDeviceInfo&, std::vector<uint32_t>, const common::RegisterProtocol&) {
+  return absl::UnimplementedError("this device source has no register access for other families");
+}
+
 }  // namespace rxfleet::agent

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/usb/register_io.h"
+#include "common/chips/family.h"
 #include "common/usb_speed.h"
 
 namespace rxfleet::agent {
@@ -70,6 +71,13 @@ class DeviceSource {
   /// LibusbRegisterIo::Create), Unimplemented, Internal.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<RegisterIo>> OpenRegisterIo(
       const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses) = 0;
+
+  /// The same for an observe-only family's register protocol (rtw88, mt76; see
+  /// common/chips/family.h). The returned RegisterIo refuses every write when the protocol is
+  /// not writable. Default: Unimplemented.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<RegisterIo>> OpenFamilyRegisterIo(
+      const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses,
+      const common::RegisterProtocol& protocol);
 
   /// True if StartHotplug can work on this platform. When false, callers rescan with Enumerate
   /// periodically.

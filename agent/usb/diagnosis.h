@@ -6,18 +6,20 @@
 
 #include "agent/usb/device_source.h"
 #include "common/chips/chip_table.h"
+#include "common/chips/family.h"
 
 namespace rxfleet::agent {
 
 /// What a USB device is, as far as rxfleet is concerned.
 enum class DeviceClass {
   kSupported,       ///< An upstream rtw89 USB ID (common::LookupChip finds it).
+  kObserved,        ///< An rtw88 or mt76 USB ID (common::LookupObservedChip): read, never written.
   kStorageMode,     ///< Realtek virtual CD-ROM 0bda:1a2b, waiting for a mode switch.
   kUnknownRealtek,  ///< Realtek vendor ID 0bda, not in the chip table.
   kOtherVendor,     ///< Anything else: not touched.
 };
 
-/// "supported", "storage_mode", "unknown_realtek", "other_vendor".
+/// "supported", "observed", "storage_mode", "unknown_realtek", "other_vendor".
 std::string_view DeviceClassName(DeviceClass device_class);
 
 /// One finding about a device: a stable machine code (metrics label, status reason) and a
@@ -42,6 +44,8 @@ struct DeviceAssessment {
   DeviceClass device_class = DeviceClass::kOtherVendor;
   /// The chip table entry for kSupported, nullptr otherwise (static storage).
   const common::ChipId* chip = nullptr;
+  /// The observe-only family entry for kObserved, nullptr otherwise (static storage).
+  const common::ObservedChip* observed = nullptr;
   /// Zero or more findings, most important first.
   std::vector<Diagnosis> diagnoses;
 };
@@ -53,6 +57,8 @@ struct DeviceAssessment {
 ///    high-speed or slower -> "usb3_capable_at_usb2": rtw89 adapters measured at high-speed top
 ///    out near 300 Mbit/s (328 Mbit/s TCP download, RTL8922AU, x86, 6 GHz 160 MHz) against about
 ///    1 Gbit/s at SuperSpeed. An unknown speed yields no finding.
+///  - an rtw88 or mt76 ID -> kObserved (the same usb3_capable_at_usb2 rule; family diagnoses come
+///    from the register reads, agent/usb/observe.h).
 ///  - other 0bda IDs -> kUnknownRealtek, "unsupported_realtek".
 ///  - other vendors -> kOtherVendor, "other_vendor" (left alone).
 DeviceAssessment AssessDevice(const UsbDeviceInfo& device);

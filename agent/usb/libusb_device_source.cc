@@ -142,6 +142,12 @@ absl::StatusOr<std::vector<UsbDeviceInfo>> LibusbDeviceSource::Enumerate() {
 
 absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenRegisterIo(
     const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses) {
+  return OpenFamilyRegisterIo(device, std::move(allowed_addresses), common::Rtw89Protocol());
+}
+
+absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenFamilyRegisterIo(
+    const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses,
+    const common::RegisterProtocol& protocol) {
   libusb_device** raw_list = nullptr;
   const ssize_t count = libusb_get_device_list(context_.get(), &raw_list);
   if (count < 0) return StatusFromLibusb(static_cast<int>(count), "listing USB devices");
@@ -171,8 +177,9 @@ absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenRegisterIo(
   if (const int rc = libusb_open(match, &handle); rc < 0) {
     return StatusFromLibusb(rc, absl::StrCat("opening USB device ", DescribeForError(device)));
   }
-  absl::StatusOr<std::unique_ptr<LibusbRegisterIo>> io = LibusbRegisterIo::Create(
-      std::make_unique<LibusbControlTransport>(handle, context_), std::move(allowed_addresses));
+  absl::StatusOr<std::unique_ptr<LibusbRegisterIo>> io =
+      LibusbRegisterIo::Create(std::make_unique<LibusbControlTransport>(handle, context_),
+                               std::move(allowed_addresses), protocol);
   if (!io.ok()) return io.status();  // the transport closed the handle
   return std::unique_ptr<RegisterIo>(std::move(*io));
 }

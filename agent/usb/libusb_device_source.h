@@ -59,6 +59,9 @@ class LibusbDeviceSource : public DeviceSource {
   [[nodiscard]] absl::StatusOr<std::vector<UsbDeviceInfo>> Enumerate() override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<RegisterIo>> OpenRegisterIo(
       const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses) override;
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<RegisterIo>> OpenFamilyRegisterIo(
+      const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses,
+      const common::RegisterProtocol& protocol) override;
   bool SupportsHotplug() const override;
   [[nodiscard]] absl::Status StartHotplug(
       std::function<void(HotplugEvent, const UsbDeviceInfo&)> callback) override;

@@ -57,6 +57,13 @@ int LibusbControlTransport::ControlTransfer(uint8_t request_type, uint8_t reques
 absl::StatusOr<std::unique_ptr<LibusbRegisterIo>> LibusbRegisterIo::Create(
     std::unique_ptr<ControlTransport> transport, std::vector<uint32_t> allowed_addresses,
     int max_attempts) {
+  return Create(std::move(transport), std::move(allowed_addresses), common::Rtw89Protocol(),
+                max_attempts);
+}
+
+absl::StatusOr<std::unique_ptr<LibusbRegisterIo>> LibusbRegisterIo::Create(
+    std::unique_ptr<ControlTransport> transport, std::vector<uint32_t> allowed_addresses,
+    const common::RegisterProtocol& protocol, int max_attempts) {
   if (transport == nullptr) return absl::InvalidArgumentError("register access without transport");
   if (max_attempts < 1) {
     return absl::InvalidArgumentError(
@@ -66,24 +73,26 @@ absl::StatusOr<std::unique_ptr<LibusbRegisterIo>> LibusbRegisterIo::Create(
     return absl::InvalidArgumentError("register allow-list is empty");
   }
   for (uint32_t address : allowed_addresses) {
-    if (address % 4 != 0 || address > kRtw89MaxRegisterAddress) {
+    if (address % 4 != 0 || address > protocol.max_address) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "register 0x%X cannot be allow-listed: 32-bit registers are 4-byte aligned and at most "
           "0x%X",
-          address, kRtw89MaxRegisterAddress));
+          address, protocol.max_address));
     }
   }
   std::sort(allowed_addresses.begin(), allowed_addresses.end());
   allowed_addresses.erase(std::unique(allowed_addresses.begin(), allowed_addresses.end()),
                           allowed_addresses.end());
-  return std::unique_ptr<LibusbRegisterIo>(
-      new LibusbRegisterIo(std::move(transport), std::move(allowed_addresses), max_attempts));
+  return std::unique_ptr<LibusbRegisterIo>(new LibusbRegisterIo(
+      std::move(transport), std::move(allowed_addresses), protocol, max_attempts));
 }
 
 LibusbRegisterIo::LibusbRegisterIo(std::unique_ptr<ControlTransport> transport,
-                                   std::vector<uint32_t> allowed_addresses, int max_attempts)
+                                   std::vector<uint32_t> allowed_addresses,
+                                   const common::RegisterProtocol& protocol, int max_attempts)
     : transport_(std::move(transport)),
       allowed_addresses_(std::move(allowed_addresses)),
+      protocol_(protocol),
       max_attempts_(max_attempts) {}
 
 absl::Status LibusbRegisterIo::CheckAllowed(uint32_t address, std::string_view operation) const {
@@ -97,13 +106,14 @@ absl::Status LibusbRegisterIo::CheckAllowed(uint32_t address, std::string_view o
 
 absl::Status LibusbRegisterIo::Transfer(uint8_t request_type, uint32_t address,
                                         std::span<uint8_t> data, std::string_view operation) {
-  const auto value = static_cast<uint16_t>(address & 0xFFFF);
-  const auto index = static_cast<uint16_t>((address >> 16) & 0xFF);
+  const common::WireAddress wire = common::EncodeAddress(protocol_.encoding, address);
+  const bool in = (request_type & 0x80) != 0;
+  const uint8_t request = in ? protocol_.read_request : protocol_.write_request;
   int result = 0;
   for (int attempt = 1; attempt <= max_attempts_; ++attempt) {
     ++transfer_count_;
-    result = transport_->ControlTransfer(request_type, kRtw89UsbVendorRequest, value, index, data,
-                                         kRtw89UsbTimeoutMs);
+    result = transport_->ControlTransfer(request_type, request, wire.value, wire.index, data,
+                                         protocol_.timeout_ms);
     if (result == static_cast<int>(data.size())) return absl::OkStatus();
     if (result >= 0) continue;  // short transfer: retry
     if (!IsTransient(result)) break;
@@ -120,7 +130,7 @@ absl::Status LibusbRegisterIo::Transfer(uint8_t request_type, uint32_t address,
 absl::StatusOr<uint32_t> LibusbRegisterIo::Read32(uint32_t address) {
   if (absl::Status allowed = CheckAllowed(address, "read"); !allowed.ok()) return allowed;
   std::array<uint8_t, 4> data{};
-  if (absl::Status status = Transfer(kRtw89UsbRequestTypeRead, address, data, "read");
+  if (absl::Status status = Transfer(protocol_.read_request_type, address, data, "read");
       !status.ok()) {
     return status;
   }
@@ -129,11 +139,17 @@ absl::StatusOr<uint32_t> LibusbRegisterIo::Read32(uint32_t address) {
 }
 
 absl::Status LibusbRegisterIo::Write32(uint32_t address, uint32_t value) {
+  if (!protocol_.writable) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "write of register 0x%04X refused: this chip family is observe-only (its driver owns RX "
+        "aggregation); rxfleet never writes it",
+        address));
+  }
   if (absl::Status allowed = CheckAllowed(address, "write"); !allowed.ok()) return allowed;
   std::array<uint8_t, 4> data = {static_cast<uint8_t>(value), static_cast<uint8_t>(value >> 8),
                                  static_cast<uint8_t>(value >> 16),
                                  static_cast<uint8_t>(value >> 24)};
-  return Transfer(kRtw89UsbRequestTypeWrite, address, data, "write");
+  return Transfer(protocol_.write_request_type, address, data, "write");
 }
 
 }  // namespace rxfleet::agent

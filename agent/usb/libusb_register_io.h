@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/usb/register_io.h"
+#include "common/chips/family.h"
 
 struct libusb_context;
 struct libusb_device_handle;
@@ -59,7 +60,12 @@ inline constexpr unsigned int kRtw89UsbTimeoutMs = 500;
 /// Largest register address the protocol can encode (wIndex carries bits 23:16 only).
 inline constexpr uint32_t kRtw89MaxRegisterAddress = 0x00FFFFFF;
 
-/// RegisterIo speaking the rtw89 vendor-request protocol over a ControlTransport.
+/// RegisterIo speaking a chip family's vendor-request protocol (common::RegisterProtocol: rtw89,
+/// rtw88 or mt76) over a ControlTransport.
+///
+/// Write permission: a protocol without `writable` (rtw88, mt76: observe-only families) makes
+/// Write32 return PermissionDenied for every address without any bus traffic, so no caller can
+/// write to such an adapter whatever it asks for.
 ///
 /// Safety net: the object is created with an allow-list of register addresses (the layout's RX
 /// aggregation registers, e.g. {0x8900} for layout v1 or {0x6000, 0x6004} for v2/v3). Read32 and
@@ -83,12 +89,19 @@ class LibusbRegisterIo : public RegisterIo {
       std::unique_ptr<ControlTransport> transport, std::vector<uint32_t> allowed_addresses,
       int max_attempts = kDefaultMaxAttempts);
 
-  /// IN request: bmRequestType 0xC0, bRequest 0x05, wValue addr[15:0], wIndex addr[23:16],
-  /// wLength 4; the 4 data bytes are decoded little-endian.
+  /// The same for another family's protocol (addresses must be <= protocol.max_address).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<LibusbRegisterIo>> Create(
+      std::unique_ptr<ControlTransport> transport, std::vector<uint32_t> allowed_addresses,
+      const common::RegisterProtocol& protocol, int max_attempts = kDefaultMaxAttempts);
+
+  /// IN request: the protocol's read bmRequestType and bRequest (rtw89: 0xC0, 0x05), wValue /
+  /// wIndex per its address encoding (rtw89: addr[15:0] / addr[23:16]), wLength 4; the 4 data
+  /// bytes are decoded little-endian.
   [[nodiscard]] absl::StatusOr<uint32_t> Read32(uint32_t address) override;
 
   /// OUT request: bmRequestType 0x40, bRequest 0x05, wValue addr[15:0], wIndex addr[23:16],
-  /// wLength 4; `value` is sent little-endian.
+  /// wLength 4; `value` is sent little-endian. PermissionDenied without bus traffic when the
+  /// protocol is not writable (observe-only family) or the address is not allowed.
   [[nodiscard]] absl::Status Write32(uint32_t address, uint32_t value) override;
 
   /// Number of control transfers issued so far (all attempts, successful or not).
@@ -99,7 +112,8 @@ class LibusbRegisterIo : public RegisterIo {
 
  private:
   LibusbRegisterIo(std::unique_ptr<ControlTransport> transport,
-                   std::vector<uint32_t> allowed_addresses, int max_attempts);
+                   std::vector<uint32_t> allowed_addresses,
+                   const common::RegisterProtocol& protocol, int max_attempts);
 
   absl::Status CheckAllowed(uint32_t address, std::string_view operation) const;
   absl::Status Transfer(uint8_t request_type, uint32_t address, std::span<uint8_t> data,
@@ -107,6 +121,7 @@ class LibusbRegisterIo : public RegisterIo {
 
   std::unique_ptr<ControlTransport> transport_;
   std::vector<uint32_t> allowed_addresses_;
+  common::RegisterProtocol protocol_;
   int max_attempts_;
   uint64_t transfer_count_ = 0;
 };

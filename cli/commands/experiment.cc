@@ -270,6 +270,15 @@ absl::Status RunExperimentCreate(const ExperimentCreateOptions& options, FleetCl
       for (auto& [host, adapter] : adapters) table.AddRow({host.empty() ? "-" : host, adapter});
       table.Print(out, "  ");
     }
+    if (response->ineligible_adapters_size() > 0) {
+      out << "  " << response->ineligible_adapters_size() << " ineligible:\n";
+      Table table({"HOST", "ADAPTER", "REASON"});
+      for (const auto& entry : response->ineligible_adapters()) {
+        table.AddRow({entry.adapter().host_id().empty() ? "-" : entry.adapter().host_id(),
+                      entry.adapter().name(), entry.reason()});
+      }
+      table.Print(out, "  ");
+    }
   }
   return absl::OkStatus();
 }

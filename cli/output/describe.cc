@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -139,6 +140,11 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
   Field(out, "Chip",
         absl::StrCat(s.chip().empty() ? "<unknown>" : s.chip(), " (layout ", LayoutWord(s.layout()),
                      ")"));
+  if (!s.family().empty()) {
+    Field(out, "Family",
+          absl::StrCat(s.family(), s.managed() ? " (managed: rxfleet holds RX aggregation)"
+                                               : " (observe-only: read, never written)"));
+  }
   Field(out, "USB ID", FormatVidPid(s.vid(), s.pid()));
   Field(out, "Product",
         absl::StrCat(OrNone(s.product()), " (", OrNone(s.manufacturer()), "), serial ",
@@ -221,6 +227,12 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
     for (const auto& reg : s.observed().registers()) {
       out << absl::StrFormat("  0x%04X = 0x%08X\n", reg.address(), reg.value());
     }
+  }
+  if (!s.observed_fields().empty()) {
+    std::vector<std::string> fields;
+    for (const auto& f : s.observed_fields())
+      fields.push_back(absl::StrCat(f.name(), "=", f.value()));
+    Field(out, "Observed fields", absl::StrJoin(fields, " "));
   }
   PrintConditions(s.conditions(), now, out);
   if (s.diagnoses().empty()) {

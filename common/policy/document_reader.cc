@@ -303,8 +303,9 @@ absl::Status DocumentReader::ReadSelector(const YAML::Node& node, SelectorItemCh
   if (node.IsNull()) return absl::OkStatus();
   const bool check_all = checks == SelectorItemChecks::kWhileReading;
   FieldMap f;
-  if (absl::Status s = ReadMap(node, "spec.selector",
-                               {"matchLabels", "usbSpeeds", "chips", "vidPids", "adapters"}, &f);
+  if (absl::Status s =
+          ReadMap(node, "spec.selector",
+                  {"matchLabels", "usbSpeeds", "chips", "vidPids", "adapters", "families"}, &f);
       !s.ok()) {
     return s;
   }
@@ -361,6 +362,10 @@ absl::Status DocumentReader::ReadSelector(const YAML::Node& node, SelectorItemCh
     return s;
   }
   if (absl::Status s = read_list("vidPids", add_vid_pid); !s.ok()) return s;
+  if (absl::Status s = read_list("families", add_text(&selector->families, &CheckFamilyName));
+      !s.ok()) {
+    return s;
+  }
   return read_list("adapters", add_text(&selector->adapters, &ValidateAdapterId));
 }
 

@@ -38,6 +38,10 @@ absl::Status CheckPriority(int64_t priority);
 /// A chip name from the chip table; otherwise "unknown chip 'x' (known chips: a, b, ...)".
 absl::Status CheckChipName(std::string_view chip);
 
+/// A chip family name ("rtw89", "rtw88", "mt76", common/chips/family.h); otherwise
+/// InvalidArgument "unknown chip family 'x' (expected rtw89, rtw88 or mt76)".
+absl::Status CheckFamilyName(std::string_view family);
+
 /// A USB speed a selector may name: anything but UsbSpeed::kUnknown.
 absl::Status CheckSelectableUsbSpeed(UsbSpeed speed);
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/chips/chip_table.h"
+#include "common/chips/family.h"
 #include "common/policy/document_reader.h"
 #include "common/string_view_compat.h"
 
@@ -31,6 +32,8 @@ absl::Status CheckChipName(std::string_view chip) {
                                  [](std::string* out, std::string_view n) { out->append(n); }),
                    ")"));
 }
+
+absl::Status CheckFamilyName(std::string_view family) { return ParseChipFamily(family).status(); }
 
 absl::Status CheckSelectableUsbSpeed(UsbSpeed speed) {
   if (speed == UsbSpeed::kUnknown) {

@@ -50,6 +50,9 @@ void EmitSelector(YAML::Emitter& out, const Selector& selector) {
   if (!selector.adapters.empty()) {
     EmitStringList(out, "adapters", selector.adapters, /*quoted=*/true);
   }
+  if (!selector.families.empty()) {
+    EmitStringList(out, "families", selector.families, /*quoted=*/false);
+  }
   out << YAML::EndMap;
 }
 

@@ -35,10 +35,11 @@ struct Selector {
   std::vector<std::string> chips;                   ///< names from the chip table
   std::vector<VidPid> vid_pids;
   std::vector<std::string> adapters;  ///< adapter ids
+  std::vector<std::string> families;  ///< chip families "rtw89", "rtw88", "mt76"
 
   bool Empty() const {
     return match_labels.empty() && usb_speeds.empty() && chips.empty() && vid_pids.empty() &&
-           adapters.empty();
+           adapters.empty() && families.empty();
   }
   friend bool operator==(const Selector&, const Selector&) = default;
 };

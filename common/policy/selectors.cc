@@ -44,6 +44,7 @@ bool Matches(const Selector& selector, const AdapterAttributes& adapter) {
   if (!ListAllows(selector.chips, adapter.chip)) return false;
   if (!ListAllows(selector.vid_pids, VidPid{adapter.vid, adapter.pid})) return false;
   if (!ListAllows(selector.adapters, adapter.adapter_id)) return false;
+  if (!ListAllows(selector.families, adapter.family)) return false;
   return true;
 }
 

@@ -15,7 +15,8 @@ namespace rxfleet::common {
 /// What a selector can see of an adapter.
 struct AdapterAttributes {
   std::string adapter_id;
-  std::string chip;  ///< chip table name ("rtl8922au"), empty if unknown
+  std::string chip;    ///< chip table name ("rtl8922au"), empty if unknown
+  std::string family;  ///< chip family ("rtw89", "rtw88", "mt76"), empty if in no family table
   uint16_t vid = 0, pid = 0;
   UsbSpeed usb_speed = UsbSpeed::kUnknown;
   std::map<std::string, std::string> host_labels;

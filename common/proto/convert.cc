@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/chips/family.h"
 #include "common/string_view_compat.h"
 
 namespace rxfleet::common {
@@ -94,6 +95,7 @@ v1::AdapterSelector SelectorToProto(const Selector& selector) {
   for (const std::string& chip : selector.chips) out.add_chips(chip);
   for (const std::string& adapter : selector.adapters) out.add_adapters(adapter);
   for (const VidPid& id : selector.vid_pids) out.add_vid_pids(FormatVidPid(id.vid, id.pid));
+  for (const std::string& family : selector.families) out.add_families(family);
   return out;
 }
 
@@ -121,6 +123,13 @@ absl::StatusOr<Selector> SelectorFromProto(const v1::AdapterSelector& selector) 
           absl::StrCat("spec.selector.vid_pids[", i, "]: ", id.status().message()));
     }
     out.vid_pids.push_back(*id);
+  }
+  for (int i = 0; i < selector.families_size(); ++i) {
+    if (absl::StatusOr<ChipFamily> f = ParseChipFamily(selector.families(i)); !f.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.selector.families[", i, "]: ", f.status().message()));
+    }
+    out.families.push_back(selector.families(i));
   }
   return out;
 }
@@ -163,6 +172,7 @@ AdapterAttributes AdapterAttributesFromProto(
   out.adapter_id = adapter.metadata().name();
   out.host = adapter.host_id();
   out.chip = adapter.status().chip();
+  out.family = adapter.status().family();
   out.vid = static_cast<uint16_t>(adapter.status().vid());
   out.pid = static_cast<uint16_t>(adapter.status().pid());
   out.usb_speed = UsbSpeedFromProto(adapter.status().usb_speed());

@@ -99,6 +99,7 @@ bool IsManaged(const v1::Adapter& adapter) {
     case v1::ADAPTER_STATE_STORAGE_MODE:
     case v1::ADAPTER_STATE_IGNORED_OTHER_VENDOR:
     case v1::ADAPTER_STATE_NO_DRIVER:
+    case v1::ADAPTER_STATE_OBSERVED:  // observe-only chip family: read, never written
       return false;
     default:
       return true;

@@ -21,7 +21,7 @@
 namespace rxfleet::server {
 
 /// True for adapters whose RX aggregation an agent manages: not GONE, UNSUPPORTED,
-/// STORAGE_MODE, IGNORED_OTHER_VENDOR or NO_DRIVER.
+/// STORAGE_MODE, IGNORED_OTHER_VENDOR, NO_DRIVER or OBSERVED (observe-only chip family).
 bool IsManaged(const v1::Adapter& adapter);
 
 /// Selector attributes of a registry adapter (host labels from its metadata.labels).

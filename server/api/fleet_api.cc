@@ -15,6 +15,7 @@
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
 #include "server/api/explain.h"
+#include "server/api/family_guard.h"
 #include "server/api/paging.h"
 #include "server/registry/audit_event.h"
 
@@ -239,6 +240,10 @@ void FleetApi::Audit(const Caller& caller, std::string_view action, std::string_
                        absl::Now());
 }
 
+std::vector<v1::Adapter> FleetApi::RegisteredAdapters() const {
+  return deps_.registry->ListAdapters(false);
+}
+
 absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPolicyRequest& request,
                                                               const Caller& caller) {
   if (!request.has_policy()) return Required("policy");
@@ -268,6 +273,14 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
   *to_store.mutable_spec() = input.spec();
   const std::string& expected = input.metadata().resource_version();
   const std::vector<v1::Adapter> adapters = deps_.registry->ListAdapters(false);
+  if (!converted->settings.Empty()) {
+    if (absl::Status refused = RefuseSettingsOnObserveOnly(absl::StrCat("policy '", name, "'"),
+                                                           converted->selector, adapters);
+        !refused.ok()) {
+      Audit(caller, "ApplyPolicy", name, "", "", request.dry_run(), refused);
+      return refused;
+    }
+  }
 
   absl::MutexLock lock(&write_mu_);
   std::shared_ptr<const PolicySnapshot> before = deps_.policies->snapshot();

@@ -87,6 +87,9 @@ class FleetApi {
   /// like a policy change, serialised with policy writes. Store errors as ApplyPolicy.
   absl::Status BumpBundleVersion();
 
+  /// The registry's adapters (GONE excluded), for checks at the API boundary.
+  std::vector<v1::Adapter> RegisteredAdapters() const;
+
  private:
   /// `policy` with its status over `adapters` (the registry's, not GONE).
   v1::Policy WithStatus(const v1::Policy& policy, const PolicySnapshot& snapshot,

@@ -7,7 +7,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/proto/convert.h"
 #include "common/string_view_compat.h"
+#include "server/api/family_guard.h"
 #include "server/api/status.h"
 #include "server/experiments/controller.h"
 #include "server/registry/audit_event.h"
@@ -259,8 +261,39 @@ grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(
   return RunExperiment(
       context, __func__, response,
       [this, request](ExperimentController& experiments, const Caller& caller) {
+        // Arms always set a hold: observe-only adapters are refused here (dry runs list them
+        // as ineligible instead). An invalid selector is the controller's to report.
+        const std::string name = request->experiment().metadata().name();
+        absl::StatusOr<common::Selector> selector =
+            common::SelectorFromProto(request->experiment().spec().selector());
+        const std::vector<v1::Adapter> registered = api_->RegisteredAdapters();
+        if (selector.ok() && !request->dry_run()) {
+          if (absl::Status refused = RefuseSettingsOnObserveOnly(
+                  absl::StrCat("experiment '", name, "'"), *selector, registered);
+              !refused.ok()) {
+            AuditExperiment(caller, "CreateExperiment", name, "", "", "", false, refused);
+            return absl::StatusOr<v1::CreateExperimentResponse>(refused);
+          }
+        }
         absl::StatusOr<v1::CreateExperimentResponse> created =
             experiments.CreateExperiment(*request);
+        if (created.ok() && selector.ok() && request->dry_run()) {
+          for (const v1::Adapter* adapter : ObserveOnlyMatches(*selector, registered)) {
+            auto* eligible = created->mutable_eligible_adapters();
+            for (int i = 0; i < eligible->size(); ++i) {
+              if (eligible->Get(i).name() == adapter->metadata().name() &&
+                  eligible->Get(i).host_id() == adapter->host_id()) {
+                eligible->DeleteSubrange(i, 1);
+                break;
+              }
+            }
+            v1::IneligibleAdapter* out = created->add_ineligible_adapters();
+            out->mutable_adapter()->set_kind("Adapter");
+            out->mutable_adapter()->set_name(adapter->metadata().name());
+            out->mutable_adapter()->set_host_id(adapter->host_id());
+            out->set_reason(ObserveOnlyReason(*adapter));
+          }
+        }
         AuditExperiment(caller, "CreateExperiment", request->experiment().metadata().name(), "", "",
                         created.ok() ? created->experiment().metadata().resource_version() : "",
                         request->dry_run(), created.status());

@@ -21,6 +21,8 @@
 namespace rxfleet::server {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ReportedAdapter;
 using testing::TestAgent;
 using testing::TestServer;
@@ -324,6 +326,88 @@ TEST(ExperimentServiceTest, BadWindowsAreDroppedWithoutEndingTheStream) {
   grpc::ClientContext context;
   EXPECT_TRUE(server->fleet().GetAdapter(Deadline(&context), request, &adapter).ok());
   EXPECT_FALSE(agent.ended());
+}
+
+// An adapter an agent reports for an observe-only chip family.
+v1::Adapter ObservedAdapter(const std::string& id, const std::string& family,
+                            const std::string& chip, uint32_t vid, uint32_t pid) {
+  v1::Adapter adapter = ReportedAdapter(id, v1::USB_SPEED_SUPER, 0, false);
+  adapter.mutable_status()->set_vid(vid);
+  adapter.mutable_status()->set_pid(pid);
+  adapter.mutable_status()->clear_layout();
+  adapter.mutable_status()->set_family(family);
+  adapter.mutable_status()->set_chip(chip);
+  adapter.mutable_status()->set_managed(false);
+  adapter.mutable_status()->clear_desired();
+  adapter.mutable_status()->set_state(v1::ADAPTER_STATE_OBSERVED);
+  return adapter;
+}
+
+TEST(ExperimentServiceTest, HoldsOnObserveOnlyFamiliesAreRefusedWithTheAdaptersNamed) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  TestAgent agent(server->address());
+  v1::Adapter rtw89 = ReportedAdapter("port-2-5", v1::USB_SPEED_SUPER, 1024);
+  rtw89.mutable_status()->set_family("rtw89");
+  rtw89.mutable_status()->set_managed(true);
+  ASSERT_TRUE(agent.Connect(
+      "host-a", {ObservedAdapter("port-2-4", "mt76", "mt7921au", 0x0e8d, 0x7961),
+                 ObservedAdapter("port-2-2", "rtw88", "rtl8822bu", 0x0bda, 0xb812), rtw89}));
+  ASSERT_TRUE(agent.WaitForBundle(1).has_value());
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> host = server->GetHost("host-a");
+    return host.ok() && host->status().adapter_count() == 3;
+  }));
+
+  // A policy selecting family mt76 with a hold: refused, the adapter named.
+  v1::AdapterSelector mt76;
+  mt76.add_families("mt76");
+  absl::StatusOr<v1::ApplyPolicyResponse> refused = server->ApplyHold("mt-hold", 32, mt76);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("policy 'mt-hold'"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("host-a/port-2-4 (mt76 mt7921au)"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("families lists mt76"));
+  EXPECT_THAT(refused.status().message(), Not(HasSubstr("port-2-5")));
+  // A policy for every adapter names both observe-only ones; one for rtw89 is accepted.
+  absl::StatusOr<v1::ApplyPolicyResponse> all = server->ApplyHold("all", 32);
+  ASSERT_EQ(all.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(all.status().message(), HasSubstr("host-a/port-2-2 (rtw88 rtl8822bu)"));
+  EXPECT_THAT(all.status().message(), HasSubstr("host-a/port-2-4"));
+  v1::AdapterSelector managed;
+  managed.add_families("rtw89");
+  EXPECT_TRUE(server->ApplyHold("rtw89-only", 32, managed).ok());
+  v1::AdapterSelector bad;
+  bad.add_families("ath9k");
+  EXPECT_EQ(server->ApplyHold("bad", 32, bad).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // An experiment over every adapter: a dry run lists the observe-only ones as ineligible with
+  // the reason; the real create is refused naming them.
+  v1::CreateExperimentRequest request;
+  *request.mutable_experiment() = HoldExperiment();
+  request.set_dry_run(true);
+  v1::CreateExperimentResponse dry;
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = server->fleet().CreateExperiment(Deadline(&context), request, &dry);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  ASSERT_EQ(dry.eligible_adapters_size(), 1);
+  EXPECT_EQ(dry.eligible_adapters(0).name(), "port-2-5");
+  ASSERT_EQ(dry.ineligible_adapters_size(), 2);
+  std::set<std::string> ineligible;
+  for (const auto& entry : dry.ineligible_adapters()) {
+    ineligible.insert(entry.adapter().name());
+    EXPECT_THAT(entry.reason(), HasSubstr("observe-only chip family"));
+  }
+  EXPECT_EQ(ineligible, (std::set<std::string>{"port-2-2", "port-2-4"}));
+  request.set_dry_run(false);
+  v1::CreateExperimentResponse created;
+  grpc::ClientContext context;
+  const grpc::Status status =
+      server->fleet().CreateExperiment(Deadline(&context), request, &created);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("host-a/port-2-4 (mt76 mt7921au)"));
+  EXPECT_THAT(status.error_message(), HasSubstr("families: [rtw89]"));
 }
 
 }  // namespace

@@ -3,15 +3,22 @@
 #include <cerrno>
 
 #include "absl/strings/str_format.h"
+#include "common/chips/family.h"
 #include "tools/emulator/descriptors.h"
 
 namespace rxfleet::emulator {
 namespace {
 
-constexpr uint8_t kRtw89VendorRequest = 0x05;  // RTW89_USB_VENQT
-constexpr uint8_t kRtw89ReadType = 0xC0;       // RTW89_USB_VENQT_READ
-constexpr uint8_t kRtw89WriteType = 0x40;      // RTW89_USB_VENQT_WRITE
 constexpr uint32_t kAsleepReadValue = 0xDEADBEEF;
+constexpr uint32_t kAllOnes = 0xFFFFFFFF;
+// rtw88 main.h:118: the watchdog runs every round_jiffies_relative(HZ * 2).
+constexpr double kRtw88WatchdogSeconds = 2.0;
+
+// The register protocol the device answers: its observe-only family's, else rtw89's.
+const common::RegisterProtocol& ProtocolFor(const DeviceConfig& config) {
+  const common::ObservedChip* chip = common::LookupObservedChip(config.vid, config.pid);
+  return chip != nullptr ? chip->layout->protocol : common::Rtw89Protocol();
+}
 
 std::string HexValue(const std::vector<uint8_t>& data) {
   uint32_t v = 0;
@@ -113,14 +120,14 @@ void EmulatedDevice::FailNext(int count, FailMode mode) {
 }
 
 void EmulatedDevice::Record(const ControlSetup& setup, std::vector<uint8_t> data,
-                            TransferResult result, double t) {
+                            TransferResult result, double t, std::optional<uint32_t> address) {
   TransferRecord r;
   r.seq = next_seq_++;
   r.t = t;
   r.in = (setup.request_type & 0x80) != 0;
   r.request_type = setup.request_type;
   r.request = setup.request;
-  r.address = static_cast<uint32_t>(setup.index) << 16 | setup.value;
+  r.address = address.value_or(static_cast<uint32_t>(setup.index) << 16 | setup.value);
   r.length = setup.length;
   r.data = std::move(data);
   r.result = result;
@@ -201,30 +208,38 @@ ControlOutcome EmulatedDevice::HandleControl(uint64_t incarnation, const Control
         return out;
     }
   }
-  const bool rtw89 =
-      setup.request == kRtw89VendorRequest &&
-      (setup.request_type == kRtw89ReadType || setup.request_type == kRtw89WriteType) &&
-      (setup.length == 1 || setup.length == 2 || setup.length == 4) &&
-      (in || out_data.size() == setup.length);
-  if (rtw89) {
-    const uint32_t address = static_cast<uint32_t>(setup.index) << 16 | setup.value;
+  const common::RegisterProtocol& protocol = ProtocolFor(config_);
+  const bool register_request = (in ? setup.request == protocol.read_request &&
+                                          setup.request_type == protocol.read_request_type
+                                    : setup.request == protocol.write_request &&
+                                          setup.request_type == protocol.write_request_type) &&
+                                (setup.length == 1 || setup.length == 2 || setup.length == 4) &&
+                                (in || out_data.size() == setup.length);
+  if (register_request) {
+    const uint32_t address = common::DecodeAddress(protocol.encoding, setup.value, setup.index);
+    if (protocol.encoding == common::AddressEncoding::kRtw88 && setup.index != 0) {
+      out.status = -EPIPE;  // RTW_USB_VENQT_CMD_IDX is always 0
+      Record(setup, written, TransferResult::kStall, t, address);
+      return out;
+    }
     if (in) {
-      if (asleep_) {
+      if (asleep_ || spec_.read_all_ones) {
+        const uint32_t pattern = asleep_ ? kAsleepReadValue : kAllOnes;
         std::vector<uint8_t> bytes;
         for (int i = 0; i < setup.length; ++i) {
-          bytes.push_back(static_cast<uint8_t>(kAsleepReadValue >> (8 * i)));
+          bytes.push_back(static_cast<uint8_t>(pattern >> (8 * i)));
         }
         out.in_data = bytes;
-        Record(setup, bytes, TransferResult::kAsleep, t);
+        Record(setup, bytes, asleep_ ? TransferResult::kAsleep : TransferResult::kOk, t, address);
       } else {
         out.in_data = registers_.Read(address, setup.length);
-        Record(setup, out.in_data, TransferResult::kOk, t);
+        Record(setup, out.in_data, TransferResult::kOk, t, address);
       }
     } else if (asleep_) {
-      Record(setup, written, TransferResult::kAsleep, t);
+      Record(setup, written, TransferResult::kAsleep, t, address);
     } else {
       registers_.Write(address, out_data);
-      Record(setup, written, TransferResult::kOk, t);
+      Record(setup, written, TransferResult::kOk, t, address);
     }
     return out;
   }
@@ -247,6 +262,39 @@ TrafficRates EmulatedDevice::CurrentRates() const {
 
 void EmulatedDevice::AdvanceTraffic(double seconds) { counters_.Advance(CurrentRates(), seconds); }
 
+void EmulatedDevice::TickDriver(double t) {
+  if (!spec_.rtw88_watchdog) return;
+  while (t >= next_watchdog_) {
+    next_watchdog_ += kRtw88WatchdogSeconds;
+    // rtw_watch_dog_work returns early unless the device runs (main.c:243-244).
+    if (plugged_ && !asleep_ && config_.netdev) Rtw88Watchdog();
+  }
+}
+
+// rtw_usb_dynamic_rx_agg (rtw88 usb.c:902-967): enabled when unicast traffic is >= 1 Mbit/s
+// either way (main.c:288-289), disabled (size 0, timeout 1) otherwise; written every tick.
+void EmulatedDevice::Rtw88Watchdog() {
+  const common::ObservedChip* chip = common::LookupObservedChip(config_.vid, config_.pid);
+  if (chip == nullptr) return;
+  const std::string_view driver = chip->layout->driver;
+  if (driver == "rtw_8723du") return;  // "Doesn't like aggregation."
+  const bool v2 = driver == "rtw_8821au" || driver == "rtw_8812au";
+  const bool busy =
+      spec_.traffic && (spec_.traffic->offered_rx_mbps >= 1 || spec_.traffic->offered_tx_mbps >= 1);
+  uint16_t word0280 = 0x0100;
+  if (busy) word0280 = v2 && config_.SuperSpeed() ? 0x1A06 : 0x2005;
+  // v1: set BIT_RXDMA_AGG_EN, clear bit 7 of byte 0x283, then write16 0x0280; v2: write16,
+  // then set BIT_RXDMA_AGG_EN. Neither touches bit 29 (BIT_EN_PRE_CALC).
+  std::vector<uint8_t> pq_map = registers_.Read(0x010C, 1);
+  registers_.Write(0x010C, {static_cast<uint8_t>(pq_map[0] | 0x04)});
+  if (!v2) {
+    std::vector<uint8_t> top = registers_.Read(0x0283, 1);
+    registers_.Write(0x0283, {static_cast<uint8_t>(top[0] & 0x7F)});
+  }
+  registers_.Write(0x0280, {static_cast<uint8_t>(word0280), static_cast<uint8_t>(word0280 >> 8)});
+  ++driver_writes_;
+}
+
 nlohmann::json EmulatedDevice::StateJson() const {
   nlohmann::json j;
   j["name"] = spec_.name;
@@ -265,6 +313,7 @@ nlohmann::json EmulatedDevice::StateJson() const {
   j["plugged"] = plugged_;
   j["asleep"] = asleep_;
   j["incarnation"] = incarnation_;
+  j["driver_writes"] = driver_writes_;
   const std::optional<uint32_t> reg = RxAggRegisterFor(spec_, config_);
   j["rx_agg_register"] = reg ? nlohmann::json(absl::StrFormat("0x%x", *reg)) : nullptr;
   const std::optional<uint32_t> hold = CurrentHoldUs();

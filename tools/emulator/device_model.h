@@ -23,6 +23,12 @@ namespace rxfleet::emulator {
 // address = wIndex << 16 | wValue, wLength 1, 2 or 4, little-endian data. Registers form a
 // byte-addressed map, so sub-word accesses read and write the addressed bytes; unknown bytes
 // read 0. Anything else with a vendor or class type STALLs.
+//
+// rtw88 and mt76 adapters (IDs of common/chips/rtw88-usb-devices.tsv, mt76-usb-devices.tsv)
+// answer their family's protocol instead (common::DriverLayout::protocol): rtw88 the same
+// request with address = wValue and wIndex 0 (other wIndex values STALL); mt76x0u 0x07/0x06,
+// mt76x2u 0x47/0x46, mt7921u/mt7925u 0x63/0x66 with bmRequestType 0xDF/0x5F, all with
+// address = wValue << 16 | wIndex. The transfer log records the decoded address.
 
 /// How a control transfer ended, as recorded in the state file.
 enum class TransferResult { kOk, kStall, kTimeout, kNoDevice, kAsleep, kProtocolError };
@@ -113,6 +119,11 @@ class EmulatedDevice {
   std::optional<uint32_t> CurrentHoldUs() const;
   /// Advances the netdev counters by `seconds` at the current rates.
   void AdvanceTraffic(double seconds);
+  /// Runs the driver's periodic work due by child time `t` (the rtw88 watchdog every 2 s when
+  /// the lab enables it; not recorded as USB transfers: the driver is not a usbfs client).
+  void TickDriver(double t);
+  /// Register writes the emulated driver made (rtw88 watchdog rewrites).
+  uint64_t driver_writes() const { return driver_writes_; }
   /// Netdev counters (only meaningful with a netdev).
   const NetdevCounters& counters() const { return counters_; }
 
@@ -123,9 +134,10 @@ class EmulatedDevice {
   nlohmann::json StateJson() const;
 
  private:
-  void Record(const ControlSetup& setup, std::vector<uint8_t> data, TransferResult result,
-              double t);
+  void Record(const ControlSetup& setup, std::vector<uint8_t> data, TransferResult result, double t,
+              std::optional<uint32_t> address = std::nullopt);
   ControlOutcome Standard(const ControlSetup& setup) const;
+  void Rtw88Watchdog();
 
   DeviceSpec spec_;
   HostClass host_class_;
@@ -139,6 +151,8 @@ class EmulatedDevice {
   NetdevCounters counters_;
   std::vector<TransferRecord> transfers_;
   uint64_t next_seq_ = 1;
+  double next_watchdog_ = 2.0;
+  uint64_t driver_writes_ = 0;
 };
 
 }  // namespace rxfleet::emulator

@@ -325,6 +325,7 @@ absl::Status Run::TickTraffic() {
       EmulatedDevice& d = core_.device(i);
       if (!d.plugged()) continue;
       core_.AdvanceToLocked(i, t);
+      d.TickDriver(t);
       if (d.config().netdev) snapshots.emplace_back(d.config(), d.counters());
     }
   }

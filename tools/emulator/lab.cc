@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/chips/chip_table.h"
+#include "common/chips/family.h"
 #include "common/chips/rx_agg.h"
 #include "yaml-cpp/yaml.h"
 
@@ -767,8 +768,8 @@ absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
     const YAML::Node d = devices[i];
     const std::string f = absl::StrCat("devices[", i, "]");
     std::vector<std::string> allowed = ConfigKeys();
-    for (const char* key :
-         {"name", "registers", "rx_agg_register", "traffic", "asleep", "plugged"}) {
+    for (const char* key : {"name", "registers", "rx_agg_register", "traffic", "asleep", "plugged",
+                            "rtw88_watchdog", "read_all_ones"}) {
       allowed.push_back(key);
     }
     RX_RETURN_IF_ERROR(r.CheckKeys(d, f, allowed));
@@ -802,7 +803,8 @@ absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
         return r.Error(regs, f + ".registers", "expected a mapping of address: value");
       }
       for (auto it = regs.begin(); it != regs.end(); ++it) {
-        RX_ASSIGN_OR_RETURN(addr, r.Uint(it->first, f + ".registers", 0, 0xffffff, true));
+        // 32-bit addresses: mt76 (mt7921u, mt7925u) registers live at 0x74000000 and up.
+        RX_ASSIGN_OR_RETURN(addr, r.Uint(it->first, f + ".registers", 0, 0xffffffffull, true));
         if (*addr_or % 4 != 0) {
           return r.Error(it->first, f + ".registers",
                          absl::StrFormat("address 0x%x is not 32-bit aligned", *addr_or));
@@ -849,6 +851,21 @@ absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
     if (d["plugged"]) {
       RX_ASSIGN_OR_RETURN(v, r.Bool(d["plugged"], f + ".plugged"));
       spec.plugged = *v_or;
+    }
+    if (d["rtw88_watchdog"]) {
+      RX_ASSIGN_OR_RETURN(v, r.Bool(d["rtw88_watchdog"], f + ".rtw88_watchdog"));
+      const common::ObservedChip* chip =
+          common::LookupObservedChip(spec.config.vid, spec.config.pid);
+      if (*v_or && (chip == nullptr || chip->layout->family != common::ChipFamily::kRtw88)) {
+        return r.Error(
+            d["rtw88_watchdog"], f + ".rtw88_watchdog",
+            "only rtw88 adapters (common/chips/rtw88-usb-devices.tsv) have that watchdog");
+      }
+      spec.rtw88_watchdog = *v_or;
+    }
+    if (d["read_all_ones"]) {
+      RX_ASSIGN_OR_RETURN(v, r.Bool(d["read_all_ones"], f + ".read_all_ones"));
+      spec.read_all_ones = *v_or;
     }
     lab.devices.push_back(std::move(spec));
   }

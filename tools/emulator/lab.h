@@ -131,6 +131,13 @@ struct DeviceSpec {
   bool rx_agg_register_explicit = false;
   std::optional<TrafficSpec> traffic;
   bool asleep = false;
+  /// rtw88 driver watchdog: every 2 s of child time (rtw88 main.h:118) the emulator rewrites the
+  /// RX aggregation registers as rtw_usb_dynamic_rx_agg does (usb.c:902-945), by the offered
+  /// traffic (>= 1 Mbit/s either way: enabled). Only for rtw88 IDs.
+  bool rtw88_watchdog = false;
+  /// Every register read answers 0xFFFFFFFF (what a failed mt76 driver read returns, and what a
+  /// hung chip answers).
+  bool read_all_ones = false;
   /// false: the device is absent when the child starts (a timeline `plug` brings it).
   bool plugged = true;
 };

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -223,11 +224,11 @@ TEST_F(AgentEmulatedTest, DriverDisabledAggregationIsReportedAndLeftOff) {
   EXPECT_EQ(a.at("observed").at("enable"), false);
 }
 
-TEST_F(AgentEmulatedTest, OtherVendorsAndStorageModeAreReportedButNeverTouched) {
+TEST_F(AgentEmulatedTest, Mt76IsOnlyReadAndStorageModeIsNeverTouched) {
   const ProcessResult r = Once(LabPath("mixed-host"), {"-o", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   const nlohmann::json state = State();
-  EXPECT_TRUE(Device(state, "alfa-mt7921au").at("transfers").empty());
+  EXPECT_EQ(Count(Device(state, "alfa-mt7921au"), "out"), 0);
   EXPECT_TRUE(Device(state, "realtek-disk").at("transfers").empty());
   // The rtw89 adapters of the same host were handled.
   EXPECT_EQ(Device(state, "be6500").at("registers").at("0x6000"), "0x80ff0114");
@@ -237,11 +238,12 @@ TEST_F(AgentEmulatedTest, OtherVendorsAndStorageModeAreReportedButNeverTouched) 
 
   const nlohmann::json report = nlohmann::json::parse(r.stdout_text);
   const nlohmann::json mediatek = Adapter(report, "port-2-2");
-  EXPECT_EQ(mediatek.at("state"), "ignored_other_vendor");
+  EXPECT_EQ(mediatek.at("state"), "observed");
   EXPECT_EQ(mediatek.at("vid"), "0e8d");
-  EXPECT_EQ(mediatek.at("chip"), nullptr);
+  EXPECT_EQ(mediatek.at("chip"), "mt7921au");
+  EXPECT_EQ(mediatek.at("family"), "mt76");
   ASSERT_EQ(mediatek.at("diagnoses").size(), 1u);
-  EXPECT_EQ(mediatek.at("diagnoses")[0].at("code"), "other_vendor");
+  EXPECT_EQ(mediatek.at("diagnoses")[0].at("code"), "hold_not_controllable");
   const nlohmann::json disk = Adapter(report, "port-3-1.2");
   EXPECT_EQ(disk.at("state"), "storage_mode");
   EXPECT_EQ(disk.at("diagnoses")[0].at("code"), "storage_mode");
@@ -662,6 +664,172 @@ TEST_F(AgentEmulatedTest, SigtermStopsGracefully) {
   EXPECT_EQ(StopAndReadExit(*agent), 0);
   EXPECT_THAT(agent->Text(Stream::kStderr), HasSubstr("info stopped"));
   EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+// ---- observe-only families (rtw88, mt76): inventoried, measured, diagnosed, never written ----
+
+// True when every transfer of `device` is an IN transfer with `request`/`request_type`.
+void ExpectOnlyReads(const nlohmann::json& device, int request, const std::string& request_type) {
+  EXPECT_EQ(Count(device, "out"), 0) << device.dump(2);
+  EXPECT_GT(Count(device, "in"), 0) << device.dump(2);
+  for (const nlohmann::json& t : device.at("transfers")) {
+    EXPECT_EQ(t.at("request"), request) << t.dump();
+    EXPECT_EQ(t.at("request_type"), request_type) << t.dump();
+  }
+}
+
+bool HasDiagnosis(const nlohmann::json& adapter, const std::string& code) {
+  for (const nlohmann::json& d : adapter.at("diagnoses")) {
+    if (d.at("code") == code) return true;
+  }
+  return false;
+}
+
+TEST_F(AgentEmulatedTest, ObserveOnlyFamiliesAreReadNeverWrittenAndDiagnosed) {
+  const ProcessResult r = Once(LabPath("families"), {"-o", "json", "--label", "kernel=6.6.31-v8"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const nlohmann::json state = State();
+  // Zero writes on every observe-only adapter; each read with its family's request.
+  const nlohmann::json off = Device(state, "rtl8822bu-off");
+  ExpectOnlyReads(off, 0x05, "0xc0");
+  std::set<std::string> addresses;
+  for (const nlohmann::json& t : off.at("transfers")) addresses.insert(t.at("address"));
+  EXPECT_EQ(addresses, (std::set<std::string>{"0xfc", "0x10c", "0x280"}));
+  EXPECT_EQ(off.at("registers").at("0x280"), "0x00000100");
+  ExpectOnlyReads(Device(state, "rtl8822bu-precalc"), 0x05, "0xc0");
+  const nlohmann::json mt7921 = Device(state, "mt7921au");
+  ExpectOnlyReads(mt7921, 0x63, "0xdf");
+  EXPECT_EQ(mt7921.at("transfers")[0].at("address"), "0x7400000c");
+  ExpectOnlyReads(Device(state, "mt7612u-dead"), 0x47, "0xc0");
+  // The rtw89 adapter beside them still gets its hold.
+  EXPECT_EQ(Count(Device(state, "be6500"), "out"), 1);
+
+  const nlohmann::json report = nlohmann::json::parse(r.stdout_text);
+  const nlohmann::json a = Adapter(report, "port-2-2");
+  EXPECT_EQ(a.at("chip"), "rtl8822bu");
+  EXPECT_EQ(a.at("family"), "rtw88");
+  EXPECT_EQ(a.at("managed"), false);
+  EXPECT_EQ(a.at("driver"), "rtw_8822bu");
+  EXPECT_EQ(a.at("netdev"), "wlx00e04c8822b0");
+  EXPECT_EQ(a.at("usb_speed"), "super");
+  EXPECT_EQ(a.at("state"), "observed");
+  EXPECT_TRUE(a.at("desired").empty()) << a.dump(2);
+  EXPECT_EQ(a.at("observed").at("registers").at("0x0280"), "0x00000100");
+  EXPECT_EQ(a.at("observed").at("fields").at("rx_agg_size"), 0);
+  EXPECT_EQ(a.at("observed").at("fields").at("rx_agg_timeout"), 1);
+  EXPECT_EQ(a.at("observed").at("fields").at("rx_agg_en"), 1);
+  ASSERT_TRUE(HasDiagnosis(a, "rx_agg_off_old_kernel")) << a.dump(2);
+  EXPECT_THAT(a.at("diagnoses")[0].at("message").get<std::string>(),
+              HasSubstr("kernel 6.6.31-v8 predates 6.12"));
+  EXPECT_FALSE(HasDiagnosis(a, "rtw88_pre_calc_usb3"));
+
+  const nlohmann::json precalc = Adapter(report, "port-2-3");
+  EXPECT_TRUE(HasDiagnosis(precalc, "rtw88_pre_calc_usb3")) << precalc.dump(2);
+  EXPECT_FALSE(HasDiagnosis(precalc, "rx_agg_off_old_kernel"));
+  EXPECT_EQ(precalc.at("observed").at("fields").at("en_pre_calc"), 1);
+
+  const nlohmann::json mt = Adapter(report, "port-2-4");
+  EXPECT_EQ(mt.at("chip"), "mt7921au");
+  EXPECT_EQ(mt.at("family"), "mt76");
+  EXPECT_EQ(mt.at("state"), "observed");
+  EXPECT_TRUE(HasDiagnosis(mt, "hold_not_controllable")) << mt.dump(2);
+  EXPECT_EQ(mt.at("observed").at("fields").at("rx_agg_en"), 0);
+  EXPECT_EQ(mt.at("observed").at("fields").at("rx_en"), 1);
+
+  // 0xFFFFFFFF reads: listed, not judged, no register-based diagnosis.
+  const nlohmann::json dead = Adapter(report, "port-3-1");
+  EXPECT_EQ(dead.at("family"), "mt76");
+  EXPECT_EQ(dead.at("reason"), "NotJudged");
+  EXPECT_THAT(dead.at("message").get<std::string>(), HasSubstr("0xffffffff"));
+  EXPECT_TRUE(dead.at("observed").is_null());
+  ASSERT_EQ(dead.at("diagnoses").size(), 1u) << dead.dump(2);
+  EXPECT_EQ(dead.at("diagnoses")[0].at("code"), "hold_not_controllable");
+
+  EXPECT_EQ(Adapter(report, "port-2-5").at("family"), "rtw89");
+  EXPECT_EQ(Adapter(report, "port-2-5").at("managed"), true);
+}
+
+// Scrapes /metrics until it contains every one of `needles` (or 20 s pass); returns the last
+// body.
+std::string ScrapeUntil(int port, const std::vector<std::string>& needles) {
+  absl::StatusOr<std::string> metrics = HttpGet(port, "/metrics");
+  auto complete = [&] {
+    if (!metrics.ok()) return false;
+    for (const std::string& n : needles) {
+      if (metrics->find(n) == std::string::npos) return false;
+    }
+    return true;
+  };
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(20);
+       !complete() && absl::Now() < deadline; metrics = HttpGet(port, "/metrics")) {
+    absl::SleepFor(absl::Milliseconds(50));  // poll interval, not synchronisation
+  }
+  return metrics.ok() ? *metrics : std::string();
+}
+
+int MetricsPort(ChildProcess& agent) {
+  auto endpoint = agent.WaitForLineContaining(Stream::kStderr, "metrics endpoint on http://",
+                                              absl::Seconds(20));
+  if (!endpoint.ok()) return -1;
+  return std::stoi(endpoint->substr(endpoint->rfind(':') + 1));
+}
+
+TEST_F(AgentEmulatedTest, ObserveOnlyAdaptersGetTheSameSeriesAndTheirFields) {
+  auto agent = Standalone(
+      LabPath("families"), "",
+      {"--status-socket", "none", "--metrics-address", "127.0.0.1:0", "--label", "kernel=6.6.31"});
+  ASSERT_NE(agent, nullptr);
+  const int port = MetricsPort(*agent);
+  ASSERT_GT(port, 0) << agent->Text(Stream::kStderr);
+  const std::vector<std::string> needles = {
+      R"(family="rtw88")",
+      R"(family="mt76")",
+      R"(rxfleet_adapter_state{adapter="port-2-4",state="observed"} 1)",
+      R"(rxfleet_adapter_diagnosis{adapter="port-2-4",code="hold_not_controllable"} 1)",
+      R"(rxfleet_adapter_diagnosis{adapter="port-2-2",code="rx_agg_off_old_kernel"} 1)",
+      R"(rxfleet_adapter_diagnosis{adapter="port-2-3",code="rtw88_pre_calc_usb3"} 1)",
+      R"(rxfleet_adapter_rx_agg_field{adapter="port-2-2",field="rx_agg_timeout"} 1)",
+      R"(rxfleet_adapter_rx_agg_field{adapter="port-2-4",field="rx_en"} 1)",
+      R"(rxfleet_adapter_receive_bytes_total{adapter="port-2-2"})",
+      R"(rxfleet_adapter_receive_bytes_total{adapter="port-2-4"})",
+  };
+  const std::string metrics = ScrapeUntil(port, needles);
+  for (const std::string& n : needles) EXPECT_THAT(metrics, HasSubstr(n));
+  EXPECT_THAT(metrics, HasSubstr(R"(managed="false")"));
+  EXPECT_THAT(metrics, HasSubstr(R"(managed="true")"));
+  // No desired hold and no field series for the unjudged (all-ones) adapter.
+  EXPECT_THAT(metrics,
+              Not(HasSubstr(R"(rxfleet_adapter_hold_desired_seconds{adapter="port-2-2"})")));
+  EXPECT_THAT(metrics, Not(HasSubstr(R"(rxfleet_adapter_rx_agg_field{adapter="port-3-1")")));
+  EXPECT_EQ(StopAndReadExit(*agent), 0);
+  for (const char* name : {"rtl8822bu-off", "rtl8822bu-precalc", "mt7921au", "mt7612u-dead"}) {
+    EXPECT_EQ(Count(Device(state_, name), "out"), 0) << name;
+  }
+}
+
+TEST_F(AgentEmulatedTest, Rtw88WatchdogRewritesAreOnlyRead) {
+  auto agent = Standalone(
+      LabPath("rtw88-watchdog"), "",
+      {"--status-socket", "none", "--metrics-address", "127.0.0.1:0", "--label", "kernel=6.12.25"});
+  ASSERT_NE(agent, nullptr);
+  const int port = MetricsPort(*agent);
+  ASSERT_GT(port, 0) << agent->Text(Stream::kStderr);
+  // The watchdog turns aggregation on within its first 2 s tick; the agent sees it.
+  const std::vector<std::string> needles = {
+      R"(rxfleet_adapter_rx_agg_field{adapter="port-2-2",field="rx_agg_size"} 5)",
+      R"(rxfleet_adapter_rx_agg_field{adapter="port-2-2",field="rx_agg_timeout"} 32)",
+      R"(rxfleet_adapter_rx_agg_field{adapter="port-2-2",field="rx_agg_en"} 1)",
+      R"(rxfleet_adapter_receive_bytes_total{adapter="port-2-2"})",
+  };
+  const std::string metrics = ScrapeUntil(port, needles);
+  for (const std::string& n : needles) EXPECT_THAT(metrics, HasSubstr(n));
+  EXPECT_THAT(metrics, Not(HasSubstr("rx_agg_off_old_kernel")));
+  EXPECT_EQ(StopAndReadExit(*agent), 0);
+  const nlohmann::json d = Device(state_, "rtl8822bu");
+  EXPECT_GE(d.at("driver_writes").get<int>(), 1);
+  EXPECT_EQ(d.at("registers").at("0x280"), "0x00002005");
+  EXPECT_EQ(d.at("registers").at("0x10c"), "0x0000f5f4");
+  ExpectOnlyReads(d, 0x05, "0xc0");
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 AdapterLabels Labels(const std::string& id, const std::string& speed = "super") {
-  return {id, "RTL8922AU", "0bda", "8912", speed, "2-2", "wlan0", "rtw89_8922au"};
+  return {id, "RTL8922AU", "0bda", "8912", speed, "2-2", "wlan0", "rtw89_8922au", "rtw89", "true"};
 }
 
 class AdapterMetricsTest : public ::testing::Test {
@@ -51,7 +51,7 @@ TEST_F(AdapterMetricsTest, InfoSeriesFollowsLabelChanges) {
 TEST_F(AdapterMetricsTest, StateIsOneSeriesPerStateWithOneCurrent) {
   metrics_.SetAdapter(Labels("port-2-2"));
   EXPECT_EQ(metrics_.State("port-2-2"), AdapterState::kPending);
-  EXPECT_EQ(SeriesCount(registry_, "rxfleet_adapter_state", {{"adapter", "port-2-2"}}), 9u);
+  EXPECT_EQ(SeriesCount(registry_, "rxfleet_adapter_state", {{"adapter", "port-2-2"}}), 10u);
   metrics_.SetState("port-2-2", AdapterState::kApplied);
   EXPECT_EQ(Value("rxfleet_adapter_state", {{"adapter", "port-2-2"}, {"state", "applied"}}), 1);
   EXPECT_EQ(Value("rxfleet_adapter_state", {{"adapter", "port-2-2"}, {"state", "pending"}}), 0);
@@ -75,7 +75,7 @@ TEST_F(AdapterMetricsTest, StateNamesRoundTrip) {
     names.insert(AdapterStateName(s));
     EXPECT_EQ(ParseAdapterState(AdapterStateName(s)), s);
   }
-  EXPECT_EQ(names.size(), 9u);
+  EXPECT_EQ(names.size(), 10u);
   EXPECT_FALSE(ParseAdapterState("Applied").has_value());
 }
 

@@ -132,7 +132,7 @@ TEST_F(AdapterManagerTest, HighSpeedKeepsTheDriverDefaultWithoutWriting) {
 }
 
 TEST_F(AdapterManagerTest, OtherDevicesAreReportedButNeverOpened) {
-  source_.devices.push_back(MakeDevice(0x0e8d, 0x7961, UsbSpeed::kSuper, 2, 1, 2));  // MediaTek
+  source_.devices.push_back(MakeDevice(0x0cf3, 0x9271, UsbSpeed::kSuper, 2, 1, 2));  // Atheros
   source_.devices.push_back(MakeDevice(0x0bda, 0x1a2b, UsbSpeed::kHigh, 1, 4, 5));   // storage
   source_.devices.push_back(MakeDevice(0x0bda, 0x1234, UsbSpeed::kHigh, 1, 5, 6));   // unknown
   ASSERT_TRUE(manager_->Rescan().ok());
@@ -370,7 +370,7 @@ TEST_F(AdapterManagerTest, LogLinesAreJournaldFriendlyAndDeduplicated) {
     manager_->ReconcileDue();
   }
   ASSERT_EQ(log_.size(), 2u) << ::testing::PrintToString(log_);
-  EXPECT_THAT(log_[0], HasSubstr("adapter=port-2-2 chip=rtl8922au usb=super port=2-2 "
+  EXPECT_THAT(log_[0], HasSubstr("adapter=port-2-2 chip=rtl8922au family=rtw89 usb=super port=2-2 "
                                  "state=pending reason=Discovered"));
   EXPECT_THAT(log_[1], HasSubstr("state=applied reason=Applied"));
   EXPECT_THAT(log_[1], HasSubstr("wrote 0x80ff0114"));

@@ -87,9 +87,22 @@ TEST(DiagnosisTest, UnknownRealtekIsLeftAlone) {
   EXPECT_THAT(a.diagnoses[0].message, HasSubstr("0bda:8153"));
 }
 
-TEST(DiagnosisTest, OtherVendorIsLeftAlone) {
+TEST(DiagnosisTest, Mt76AndRtw88AdaptersAreObserved) {
   // Alfa AWUS036AXML (MediaTek MT7921AU), field sysfs sample.
   const DeviceAssessment a = AssessDevice(Device(0x0e8d, 0x7961, 0x0320, common::UsbSpeed::kSuper));
+  EXPECT_EQ(a.device_class, DeviceClass::kObserved);
+  ASSERT_NE(a.observed, nullptr);
+  EXPECT_EQ(a.observed->layout->driver, "mt7921u");
+  EXPECT_TRUE(a.diagnoses.empty());
+  // RTL8822BU: a USB 3 device on a USB 2 link.
+  const DeviceAssessment b = AssessDevice(Device(0x0bda, 0xb812, 0x0300, common::UsbSpeed::kHigh));
+  EXPECT_EQ(b.device_class, DeviceClass::kObserved);
+  EXPECT_THAT(b.diagnoses, ElementsAre(Field(&Diagnosis::code, "usb3_capable_at_usb2")));
+}
+
+TEST(DiagnosisTest, OtherVendorIsLeftAlone) {
+  // Qualcomm Atheros AR9271 (ath9k_htc): in no chip table.
+  const DeviceAssessment a = AssessDevice(Device(0x0cf3, 0x9271, 0x0200, common::UsbSpeed::kHigh));
   EXPECT_EQ(a.device_class, DeviceClass::kOtherVendor);
   EXPECT_EQ(a.chip, nullptr);
   ASSERT_EQ(a.diagnoses.size(), 1u);
@@ -99,6 +112,7 @@ TEST(DiagnosisTest, OtherVendorIsLeftAlone) {
 
 TEST(DiagnosisTest, ClassNames) {
   EXPECT_EQ(DeviceClassName(DeviceClass::kSupported), "supported");
+  EXPECT_EQ(DeviceClassName(DeviceClass::kObserved), "observed");
   EXPECT_EQ(DeviceClassName(DeviceClass::kStorageMode), "storage_mode");
   EXPECT_EQ(DeviceClassName(DeviceClass::kUnknownRealtek), "unknown_realtek");
   EXPECT_EQ(DeviceClassName(DeviceClass::kOtherVendor), "other_vendor");

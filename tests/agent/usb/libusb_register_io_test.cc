@@ -73,6 +73,60 @@ TEST_F(LibusbRegisterIoTest, WriteSendsLittleEndianWithSplitAddress) {
   EXPECT_THAT(sent, ElementsAre(0x05, 0x20, 0x00, 0x80));
 }
 
+// Observe-only families: the protocol entry of the family table carries the write permission,
+// and the I/O layer enforces it before any transfer.
+std::unique_ptr<LibusbRegisterIo> MakeFor(uint16_t vid, uint16_t pid,
+                                          StrictMock<MockControlTransport>** mock) {
+  const common::ObservedChip* chip = common::LookupObservedChip(vid, pid);
+  EXPECT_NE(chip, nullptr);
+  auto transport = std::make_unique<StrictMock<MockControlTransport>>();
+  *mock = transport.get();
+  auto io = LibusbRegisterIo::Create(std::move(transport), common::ReadAddresses(*chip->layout),
+                                     chip->layout->protocol);
+  EXPECT_TRUE(io.ok()) << io.status();
+  return io.ok() ? std::move(*io) : nullptr;
+}
+
+TEST(LibusbRegisterIoFamilyTest, Rtw88ReadsWithTheAddressInWValueAndRefusesWrites) {
+  StrictMock<MockControlTransport>* mock = nullptr;
+  auto io = MakeFor(0x0bda, 0xb812, &mock);
+  EXPECT_CALL(*mock, ControlTransfer(0xC0, 0x05, 0x0280, 0x0000, _, 1000))
+      .WillOnce(Answer({0x00, 0x01, 0x00, 0x20}));
+  absl::StatusOr<uint32_t> value = io->Read32(0x0280);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, 0x20000100u);
+  // An allowed register, a plausible value: still refused, nothing sent (StrictMock).
+  const absl::Status write = io->Write32(0x0280, 0x00002005);
+  EXPECT_EQ(write.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(write.message(), HasSubstr("observe-only"));
+  EXPECT_EQ(io->transfer_count(), 1u);
+}
+
+TEST(LibusbRegisterIoFamilyTest, Mt7921uReadsWithReadExtAndRefusesWrites) {
+  StrictMock<MockControlTransport>* mock = nullptr;
+  auto io = MakeFor(0x0e8d, 0x7961, &mock);
+  EXPECT_CALL(*mock, ControlTransfer(0xDF, 0x63, 0x7400, 0x0018, _, 300))
+      .WillOnce(Answer({0x00, 0x00, 0xD4, 0x00}));
+  absl::StatusOr<uint32_t> value = io->Read32(0x74000018);
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, 0x00D40000u);
+  EXPECT_EQ(io->Write32(0x74000018, 0x00F52064).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(io->transfer_count(), 1u);
+}
+
+TEST(LibusbRegisterIoFamilyTest, Mt76x0uAndX2uUseMultiReadAndReadCfg) {
+  StrictMock<MockControlTransport>* mock = nullptr;
+  auto x0u = MakeFor(0x148f, 0x7610, &mock);
+  EXPECT_CALL(*mock, ControlTransfer(0xC0, 0x07, 0x0000, 0x0238, _, 300))
+      .WillOnce(Answer({0x20, 0x00, 0xC0, 0x00}));
+  EXPECT_EQ(x0u->Read32(0x0238).value(), 0x00C00020u);
+  auto x2u = MakeFor(0x0e8d, 0x7612, &mock);
+  EXPECT_CALL(*mock, ControlTransfer(0xC0, 0x47, 0x0000, 0x9018, _, 300))
+      .WillOnce(Answer({0x20, 0x00, 0xC0, 0x00}));
+  EXPECT_EQ(x2u->Read32(0x9018).value(), 0x00C00020u);
+  EXPECT_EQ(x2u->Write32(0x9018, 0).code(), absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(LibusbRegisterIoTest, AddressesOutsideTheAllowListNeverReachTheBus) {
   auto io = Make();
   // StrictMock: any transfer would fail the test.

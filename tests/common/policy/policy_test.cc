@@ -1,4 +1,5 @@
 #include "common/policy/policy.h"
+#include "common/policy/selectors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -93,6 +94,20 @@ TEST(ParsePolicyTest, UnknownFieldIsNamedWithPosition) {
   EXPECT_THAT(ParseError("apiVersion: rxfleet/v1\nkind: RxAggPolicy\nmetadata: {name: a, "
                          "annotations: {}}\nspec: {settings: {hold: 32us}}\n"),
               HasSubstr("t.yaml:3:21: metadata: unknown field 'annotations'"));
+}
+
+TEST(ParsePolicyTest, FamiliesSelectChipFamilies) {
+  const std::vector<Policy> p =
+      MustParse(Doc("rtw89-only", "    hold: 32us\n", "  selector:\n    families: [rtw89]\n"));
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].selector.families, std::vector<std::string>{"rtw89"});
+  EXPECT_THAT(ParseError(Doc("x", "    hold: 32us\n", "  selector:\n    families: [ath9k]\n")),
+              HasSubstr("unknown chip family 'ath9k' (expected rtw89, rtw88 or mt76)"));
+  AdapterAttributes mt76;
+  mt76.family = "mt76";
+  EXPECT_FALSE(Matches(p[0].selector, mt76));
+  mt76.family = "rtw89";
+  EXPECT_TRUE(Matches(p[0].selector, mt76));
 }
 
 TEST(ParsePolicyTest, WrongKindAndApiVersion) {
