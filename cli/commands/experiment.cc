@@ -1,6 +1,7 @@
 #include "cli/commands/experiment.h"
 
 #include <algorithm>
+#include <array>
 #include <istream>
 #include <memory>
 #include <set>
@@ -261,6 +262,21 @@ absl::Status RunExperimentCreate(const ExperimentCreateOptions& options, FleetCl
     if (!adapters.empty()) {
       Table table({"HOST", "ADAPTER"});
       for (auto& [host, adapter] : adapters) table.AddRow({host.empty() ? "-" : host, adapter});
+      table.Print(out, "  ");
+    }
+    // Adapters the selector matches that will not take part, with the server's reason.
+    const int ineligible = response->ineligible_adapters_size();
+    if (ineligible > 0) {
+      out << ineligible << (ineligible == 1 ? " adapter" : " adapters")
+          << " matched but not eligible:\n";
+      std::vector<std::array<std::string, 3>> rows;
+      for (const v1::IneligibleAdapter& a : response->ineligible_adapters()) {
+        rows.push_back({a.adapter().host_id().empty() ? "-" : a.adapter().host_id(),
+                        a.adapter().name(), a.reason()});
+      }
+      std::sort(rows.begin(), rows.end());
+      Table table({"HOST", "ADAPTER", "REASON"});
+      for (const auto& row : rows) table.AddRow({row[0], row[1], row[2]});
       table.Print(out, "  ");
     }
   }

@@ -8,10 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/policy/precedence.h"
 #include "common/policy/selectors.h"
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
+#include "server/api/explain.h"
 #include "server/api/paging.h"
 #include "server/experiments/aggregate.h"
 #include "server/experiments/convert.h"
@@ -57,6 +59,32 @@ std::string SegmentLabel(const Experiment& e, const std::vector<std::string>& va
 common::AdapterAttributes Attributes(const v1::Adapter& adapter) {
   return common::AdapterAttributesFromProto(adapter,
                                             common::LabelsFromProto(adapter.metadata().labels()));
+}
+
+// Every arm of `e` as the experiment-layer entry it would become.
+std::vector<common::ArmInEffect> AllArms(const Experiment& e) {
+  std::vector<common::ArmInEffect> arms;
+  for (const experiments::Arm& arm : e.arms) {
+    arms.push_back({e.name, arm.name, e.priority, arm.settings});
+  }
+  return arms;
+}
+
+// The fields server `policies` keep from experiment `e` on `adapter` (empty: eligible).
+std::vector<common::KeptField> KeptFrom(const Experiment& e,
+                                        const common::AdapterAttributes& adapter,
+                                        const std::vector<common::Policy>& policies) {
+  common::PolicyLayers layers;
+  layers.server = &policies;
+  return common::FieldsKeptFromExperiment(adapter, layers, AllArms(e));
+}
+
+v1::ObjectReference AdapterRef(const v1::Adapter& adapter) {
+  v1::ObjectReference ref;
+  ref.set_kind("Adapter");
+  ref.set_name(adapter.metadata().name());
+  ref.set_host_id(adapter.host_id());
+  return ref;
 }
 
 absl::Status CheckString(std::string_view field, const std::string& value, bool required) {
@@ -160,21 +188,50 @@ std::vector<const ExperimentController::Entry*> ExperimentController::RunningEnt
   return out;
 }
 
+std::shared_ptr<const PolicySnapshot> ExperimentController::Policies() const {
+  if (deps_.policies != nullptr) return deps_.policies->snapshot();
+  static const std::shared_ptr<const PolicySnapshot> none = std::make_shared<PolicySnapshot>();
+  return none;
+}
+
+std::optional<ExperimentController::Claim> ExperimentController::ClaimLocked(
+    const std::vector<const Entry*>& running, const common::AdapterAttributes& adapter,
+    absl::Time now, const std::vector<common::Policy>& policies, std::string_view ended) const {
+  for (const Entry* entry : running) {  // oldest first: the first that may take it claims it
+    if (entry->experiment.name == ended) continue;
+    absl::StatusOr<std::optional<experiments::Assignment>> a =
+        entry->assigner->AssignAdapter(adapter, now, entry->stopped);
+    if (!a.ok() || !a->has_value()) continue;
+    if (!KeptFrom(entry->experiment, adapter, policies).empty()) continue;
+    return Claim{entry, **a};
+  }
+  return std::nullopt;
+}
+
+std::optional<v1::ExperimentAssignment> ExperimentController::AssignmentFor(
+    const common::AdapterAttributes& adapter, const std::vector<common::Policy>& policies,
+    std::string_view ended) const {
+  const absl::Time now = options_.clock();
+  absl::MutexLock lock(&mu_);
+  std::optional<Claim> claim = ClaimLocked(RunningEntries(), adapter, now, policies, ended);
+  if (!claim) return std::nullopt;
+  return experiments::AssignmentToProto(claim->entry->experiment,
+                                        claim->entry->proto.metadata().generation(),
+                                        adapter.adapter_id, claim->assignment);
+}
+
 std::vector<v1::ExperimentAssignment> ExperimentController::AssignmentsLocked(
     std::string_view host_id, absl::Time now) const {
   std::vector<v1::ExperimentAssignment> out;
   const std::vector<const Entry*> running = RunningEntries();
   if (running.empty()) return out;
+  const std::shared_ptr<const PolicySnapshot> policies = Policies();
   for (const v1::Adapter& adapter : deps_.registry->HostAdapters(host_id)) {
-    const common::AdapterAttributes attributes = Attributes(adapter);
-    for (const Entry* entry : running) {  // oldest first: the first match claims the adapter
-      absl::StatusOr<std::optional<experiments::Assignment>> a =
-          entry->assigner->AssignAdapter(attributes, now, entry->stopped);
-      if (!a.ok() || !a->has_value()) continue;
-      out.push_back(experiments::AssignmentToProto(
-          entry->experiment, entry->proto.metadata().generation(), adapter.metadata().name(), **a));
-      break;
-    }
+    std::optional<Claim> claim = ClaimLocked(running, Attributes(adapter), now, policies->valid);
+    if (!claim) continue;
+    out.push_back(experiments::AssignmentToProto(claim->entry->experiment,
+                                                 claim->entry->proto.metadata().generation(),
+                                                 adapter.metadata().name(), claim->assignment));
   }
   return out;
 }
@@ -203,15 +260,10 @@ v1::Experiment ExperimentController::View(const Entry& entry) const {
   if (Running(entry)) {
     const absl::Time now = options_.clock();
     const std::vector<const Entry*> running = RunningEntries();
+    const std::shared_ptr<const PolicySnapshot> policies = Policies();
     for (const v1::Adapter& adapter : deps_.registry->ListAdapters(false)) {
-      const common::AdapterAttributes attributes = Attributes(adapter);
-      for (const Entry* other : running) {
-        absl::StatusOr<std::optional<experiments::Assignment>> a =
-            other->assigner->AssignAdapter(attributes, now, other->stopped);
-        if (!a.ok() || !a->has_value()) continue;
-        if (other == &entry) ++assigned;
-        break;
-      }
+      std::optional<Claim> claim = ClaimLocked(running, Attributes(adapter), now, policies->valid);
+      if (claim && claim->entry == &entry) ++assigned;
     }
   }
   status->set_assigned_adapters(assigned);
@@ -299,21 +351,31 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
       return absl::AlreadyExistsError(absl::StrCat(
           "experiment ", name, " already exists (names are never reused, even after it ended)"));
     }
+    // Eligible: the selector matches, the adapter is managed, no older experiment takes it
+    // and no policy keeps it from this one (the rule of ClaimLocked).
     const std::vector<const Entry*> running = RunningEntries();
+    const std::shared_ptr<const PolicySnapshot> policies = Policies();
     for (const v1::Adapter& adapter : deps_.registry->ListAdapters(false)) {
       const common::AdapterAttributes attributes = Attributes(adapter);
       if (!common::Matches(e->selector, attributes)) continue;
-      bool claimed = false;
-      for (const Entry* other : running) {
-        absl::StatusOr<std::optional<experiments::Assignment>> a =
-            other->assigner->AssignAdapter(attributes, now, other->stopped);
-        if (a.ok() && a->has_value()) claimed = true;
+      std::string reason;
+      if (!IsManaged(adapter)) {
+        reason = absl::StrCat("adapter state ", v1::AdapterState_Name(adapter.status().state()),
+                              ": its RX aggregation is not managed");
+      } else if (std::optional<Claim> claim =
+                     ClaimLocked(running, attributes, now, policies->valid)) {
+        reason = absl::StrCat("in the older experiment ", claim->entry->experiment.name,
+                              " (one experiment per adapter)");
+      } else {
+        reason = common::DescribeKeptFields(KeptFrom(*e, attributes, policies->valid));
       }
-      if (claimed) continue;
-      v1::ObjectReference* ref = response.add_eligible_adapters();
-      ref->set_kind("Adapter");
-      ref->set_name(adapter.metadata().name());
-      ref->set_host_id(adapter.host_id());
+      if (reason.empty()) {
+        *response.add_eligible_adapters() = AdapterRef(adapter);
+      } else {
+        v1::IneligibleAdapter* ineligible = response.add_ineligible_adapters();
+        *ineligible->mutable_adapter() = AdapterRef(adapter);
+        ineligible->set_reason(std::move(reason));
+      }
     }
     if (request.dry_run()) {
       *response.mutable_experiment() = to_store;
@@ -561,7 +623,7 @@ absl::StatusOr<v1::PromoteExperimentResponse> ExperimentController::PromoteExper
   v1::ApplyPolicyRequest apply;
   *apply.mutable_policy() = common::PolicyToProto(*policy);
   apply.set_dry_run(request.dry_run());
-  absl::StatusOr<v1::ApplyPolicyResponse> applied = deps_.apply_policy(apply);
+  absl::StatusOr<v1::ApplyPolicyResponse> applied = deps_.apply_policy(apply, request.name());
   if (!applied.ok()) return applied.status();
   v1::PromoteExperimentResponse response;
   *response.mutable_policy() = applied->policy();

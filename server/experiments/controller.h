@@ -15,8 +15,12 @@
 // least every `tick` to write buffered windows. Guardrails are evaluated every window length
 // (at most every `max_guardrail_interval`) on the stored windows.
 //
-// One experiment per adapter: an adapter matched by several running experiments takes part in
-// the oldest (first created) only.
+// One experiment per adapter: an adapter takes part in the oldest (first created) running
+// experiment whose selector matches it and from which no server policy keeps it (a policy of
+// higher priority deciding a field an arm sets, common::FieldsKeptFromExperiment). The same
+// rule decides the bundles' assignments, the eligible adapters of CreateExperiment, the
+// assigned_adapters of the status and the experiment layer every prediction resolves against
+// (ExperimentLayer), so a policy change moves adapters in or out with the next bundle.
 //
 // Windows: AcceptWindow validates a MetricWindow (adapter known for the host, experiment known
 // and running or ended less than one window length ago, arm of the experiment, finite
@@ -51,8 +55,10 @@
 #include "rxfleet/v1/fleet_service.pb.h"
 #include "server/experiments/aggregate.h"
 #include "server/experiments/assignment.h"
+#include "server/experiments/experiment_layer.h"
 #include "server/http/metrics.h"
 #include "server/registry/event_log.h"
+#include "server/registry/policy_set.h"
 #include "server/registry/registry.h"
 #include "server/store/store.h"
 
@@ -83,18 +89,27 @@ struct ExperimentControllerDeps {
   ServerMetrics* metrics;
   /// Publishes a new bundle version with unchanged policies (FleetApi::BumpBundleVersion).
   std::function<absl::Status()> bump_bundle;
-  /// Writes (or dry-runs) a policy exactly like FleetService.ApplyPolicy.
-  std::function<absl::StatusOr<v1::ApplyPolicyResponse>(const v1::ApplyPolicyRequest&)>
+  /// Writes (or dry-runs) a policy exactly like FleetService.ApplyPolicy, predicting the
+  /// affected adapters as if experiment `ended` were over (FleetApi::ApplyPolicy).
+  std::function<absl::StatusOr<v1::ApplyPolicyResponse>(const v1::ApplyPolicyRequest&,
+                                                        std::string_view ended)>
       apply_policy;
+  /// The server's policies, for eligibility; null = no policies.
+  PolicySet* policies = nullptr;
 };
 
-class ExperimentController {
+class ExperimentController final : public ExperimentLayer {
  public:
   /// Loads the stored experiments and window counts. Errors: the store's.
   static absl::StatusOr<std::unique_ptr<ExperimentController>> Create(
       ExperimentControllerOptions options, ExperimentControllerDeps deps);
   /// Stops Run() if it runs.
-  ~ExperimentController();
+  ~ExperimentController() override;
+
+  /// ExperimentLayer: the assignment at clock() (see the file comment).
+  std::optional<v1::ExperimentAssignment> AssignmentFor(const common::AdapterAttributes& adapter,
+                                                        const std::vector<common::Policy>& policies,
+                                                        std::string_view ended = {}) const override;
 
   // FleetService (errors name the field; store errors are passed through).
   /// InvalidArgument for an invalid experiment; AlreadyExists for a taken name.
@@ -158,6 +173,19 @@ class ExperimentController {
   v1::Experiment View(const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Running experiments, oldest first.
   std::vector<const Entry*> RunningEntries() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The running experiment that takes `adapter` at `now` under `policies` and its
+  /// assignment, skipping experiment `ended` (see the file comment).
+  struct Claim {
+    const Entry* entry = nullptr;
+    experiments::Assignment assignment;
+  };
+  std::optional<Claim> ClaimLocked(const std::vector<const Entry*>& running,
+                                   const common::AdapterAttributes& adapter, absl::Time now,
+                                   const std::vector<common::Policy>& policies,
+                                   std::string_view ended = {}) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The server's valid policies now (empty without a policy set).
+  std::shared_ptr<const PolicySnapshot> Policies() const;
   std::vector<v1::ExperimentAssignment> AssignmentsLocked(std::string_view host_id,
                                                           absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

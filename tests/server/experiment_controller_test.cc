@@ -100,19 +100,19 @@ class ExperimentControllerTest : public ::testing::Test {
     options.retention = absl::Hours(24);
     options.max_windows_per_experiment = max_windows;
     absl::StatusOr<std::unique_ptr<ExperimentController>> controller = ExperimentController::Create(
-        options,
-        ExperimentControllerDeps{store_.get(), registry_.get(), events_.get(), metrics_.get(),
-                                 [this] {
-                                   ++bumps_;
-                                   return absl::OkStatus();
-                                 },
-                                 [this](const v1::ApplyPolicyRequest& request)
-                                     -> absl::StatusOr<v1::ApplyPolicyResponse> {
-                                   applied_.push_back(request);
-                                   v1::ApplyPolicyResponse response;
-                                   *response.mutable_policy() = request.policy();
-                                   return response;
-                                 }});
+        options, ExperimentControllerDeps{
+                     store_.get(), registry_.get(), events_.get(), metrics_.get(),
+                     [this] {
+                       ++bumps_;
+                       return absl::OkStatus();
+                     },
+                     [this](const v1::ApplyPolicyRequest& request,
+                            std::string_view /*ended*/) -> absl::StatusOr<v1::ApplyPolicyResponse> {
+                       applied_.push_back(request);
+                       v1::ApplyPolicyResponse response;
+                       *response.mutable_policy() = request.policy();
+                       return response;
+                     }});
     ASSERT_TRUE(controller.ok()) << controller.status();
     controller_ = *std::move(controller);
   }
