@@ -34,6 +34,10 @@
 // `max_windows_per_experiment` windows are stored per experiment; later ones are rejected.
 // Windows of experiments that ended more than `retention` ago are deleted.
 //
+// Files, one per job: controller.cc (state, claims, status, events), experiment_api.cc (the
+// RPC handlers), window_intake.cc (window intake and cache), controller_guardrails.cc
+// (guardrails and gauges), scheduler.cc (the per-experiment step, the tick, retention).
+//
 // Thread-safety: every method may be called from any thread.
 
 #include <cstdint>
@@ -196,6 +200,18 @@ class ExperimentController final : public ExperimentLayer {
   absl::Status End(Entry& entry, v1::ExperimentPhase phase, absl::Time end_time,
                    std::string_view reason, std::string_view message, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// What one experiment's scheduler step did, and when it wants to run again
+  /// (controller-runtime's Result{RequeueAfter}).
+  struct StepResult {
+    /// Assignments changed (completion, a period boundary, a guardrail stop): publish.
+    bool publish = false;
+    /// Run this experiment's step again after this long; infinite once it ended.
+    absl::Duration requeue_after = absl::InfiniteDuration();
+  };
+  /// Completion, period boundary and due guardrails of `entry` at `now`.
+  StepResult Step(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Deletes windows of experiments that ended more than `retention` ago (at most hourly).
+  void RetentionLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Evaluates guardrails; returns whether arms were stopped.
   bool Guardrails(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The cached windows of `entry`, loading them first if needed.
