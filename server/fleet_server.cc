@@ -174,9 +174,9 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
       experiment_options, ExperimentControllerDeps{
                               s.store_.get(), s.registry_.get(), s.events_.get(), s.metrics_.get(),
                               [api] { return api->BumpBundleVersion(); },
-                              [api](const v1::ApplyPolicyRequest& request, std::string_view ended) {
-                                return api->ApplyPolicy(request, Caller{"experiment promotion"},
-                                                        ended);
+                              [api](const v1::ApplyPolicyRequest& request, std::string_view ended,
+                                    std::string_view actor) {
+                                return api->ApplyPolicy(request, Caller{std::string(actor)}, ended);
                               },
                               s.policies_.get()});
   if (!experiments.ok()) return experiments.status();

@@ -224,8 +224,9 @@ void AddExperimentCommand(CLI::App& root, SelectedCommand* selected) {
     promote->add_option("NAME", options->name, "Experiment name")->required();
     promote->add_option("ARM", options->arm, "Arm to promote")->required();
     promote->add_option("--segment", options->segment,
-                        "Only this segment, e.g. usb_speed=super (its values become selector "
-                        "terms)");
+                        "Only this segment, e.g. usb_speed=super or usb_speed=super,board=x86: "
+                        "any of the experiment's segment keys, each named one becomes a "
+                        "selector term");
     promote->add_option("--name", options->policy_name, "Policy to write (default EXPERIMENT-ARM)");
     promote->add_option_function<int32_t>(
         "--priority", [options](const int32_t& priority) { options->priority = priority; },

@@ -316,7 +316,7 @@ grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
       context, __func__, response,
       [this, request](ExperimentController& experiments, const Caller& caller) {
         absl::StatusOr<v1::PromoteExperimentResponse> promoted =
-            experiments.PromoteExperiment(*request);
+            experiments.PromoteExperiment(*request, caller.actor);
         const std::string detail = absl::StrCat(
             " arm ", request->arm(),
             promoted.ok() ? absl::StrCat(" as policy ", promoted->policy().metadata().name()) : "");

@@ -93,10 +93,11 @@ struct ExperimentControllerDeps {
   ServerMetrics* metrics;
   /// Publishes a new bundle version with unchanged policies (FleetApi::BumpBundleVersion).
   std::function<absl::Status()> bump_bundle;
-  /// Writes (or dry-runs) a policy exactly like FleetService.ApplyPolicy, predicting the
-  /// affected adapters as if experiment `ended` were over (FleetApi::ApplyPolicy).
-  std::function<absl::StatusOr<v1::ApplyPolicyResponse>(const v1::ApplyPolicyRequest&,
-                                                        std::string_view ended)>
+  /// Writes (or dry-runs) a policy exactly like FleetService.ApplyPolicy by `actor` (for its
+  /// audit event), predicting the affected adapters as if experiment `ended` were over
+  /// (FleetApi::ApplyPolicy).
+  std::function<absl::StatusOr<v1::ApplyPolicyResponse>(
+      const v1::ApplyPolicyRequest&, std::string_view ended, std::string_view actor)>
       apply_policy;
   /// The server's policies, for eligibility; null = no policies.
   PolicySet* policies = nullptr;
@@ -129,10 +130,11 @@ class ExperimentController final : public ExperimentLayer {
   /// NotFound; InvalidArgument for a segment key that is not a segment key of the experiment.
   absl::StatusOr<v1::ExperimentReport> GetExperimentReport(
       const v1::GetExperimentReportRequest& request);
-  /// NotFound for an unknown experiment or arm; InvalidArgument for a bad segment; the
-  /// policy write's errors.
+  /// NotFound for an unknown experiment or arm; InvalidArgument for a segment key that is not
+  /// one of the experiment's (any subset of them may be named); the policy write's errors.
+  /// The policy write is audited with `actor` (the caller, Caller::actor).
   absl::StatusOr<v1::PromoteExperimentResponse> PromoteExperiment(
-      const v1::PromoteExperimentRequest& request);
+      const v1::PromoteExperimentRequest& request, std::string_view actor = "experiment promotion");
 
   /// A MetricWindow from `host_id` (see the file comment). InvalidArgument naming the field
   /// when the window is refused (the caller drops it and keeps the stream);

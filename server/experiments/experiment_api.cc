@@ -275,7 +275,7 @@ absl::StatusOr<v1::ExperimentReport> ExperimentController::GetExperimentReport(
 }
 
 absl::StatusOr<v1::PromoteExperimentResponse> ExperimentController::PromoteExperiment(
-    const v1::PromoteExperimentRequest& request) {
+    const v1::PromoteExperimentRequest& request, std::string_view actor) {
   if (request.name().empty()) return absl::InvalidArgumentError("name: required");
   if (request.arm().empty()) return absl::InvalidArgumentError("arm: required");
   Experiment e;
@@ -295,18 +295,17 @@ absl::StatusOr<v1::PromoteExperimentResponse> ExperimentController::PromoteExper
   promotion.arm = request.arm();
   promotion.policy_name = request.policy_name();
   if (request.has_priority()) promotion.priority = request.priority();
+  // Any subset of the segment keys; the keys named narrow the selector.
   if (!request.segment().empty()) {
-    if (static_cast<size_t>(request.segment().size()) != e.segment_keys.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("segment: give a value for every segment key (",
-                       absl::StrJoin(e.segment_keys, ", "), ") or none"));
-    }
-    for (const std::string& key : e.segment_keys) {
-      auto it = request.segment().find(key);
-      if (it == request.segment().end()) {
-        return absl::InvalidArgumentError(absl::StrCat("segment: missing key '", key, "'"));
+    promotion.segment.assign(e.segment_keys.size(), std::nullopt);
+    for (const auto& [key, value] : request.segment()) {
+      auto k = std::find(e.segment_keys.begin(), e.segment_keys.end(), key);
+      if (k == e.segment_keys.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("segment: '", key, "' is not a segment key of experiment ", request.name(),
+                         " (keys: ", absl::StrJoin(e.segment_keys, ", "), ")"));
       }
-      promotion.segment.push_back(it->second);
+      promotion.segment[static_cast<size_t>(k - e.segment_keys.begin())] = value;
     }
   }
   absl::StatusOr<common::Policy> policy = experiments::BuildPromotionPolicy(e, promotion);
@@ -314,7 +313,8 @@ absl::StatusOr<v1::PromoteExperimentResponse> ExperimentController::PromoteExper
   v1::ApplyPolicyRequest apply;
   *apply.mutable_policy() = common::PolicyToProto(*policy);
   apply.set_dry_run(request.dry_run());
-  absl::StatusOr<v1::ApplyPolicyResponse> applied = deps_.apply_policy(apply, request.name());
+  absl::StatusOr<v1::ApplyPolicyResponse> applied =
+      deps_.apply_policy(apply, request.name(), actor);
   if (!applied.ok()) return applied.status();
   v1::PromoteExperimentResponse response;
   *response.mutable_policy() = applied->policy();
