@@ -172,14 +172,17 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   experiment_options.retention = options.experiment_retention;
   FleetApi* api = s.fleet_api_.get();
   absl::StatusOr<std::unique_ptr<ExperimentController>> experiments = ExperimentController::Create(
-      experiment_options,
-      ExperimentControllerDeps{s.store_.get(), s.registry_.get(), s.events_.get(), s.metrics_.get(),
-                               [api] { return api->BumpBundleVersion(); },
-                               [api](const v1::ApplyPolicyRequest& request) {
-                                 return api->ApplyPolicy(request, Caller{"experiment promotion"});
-                               }});
+      experiment_options, ExperimentControllerDeps{
+                              s.store_.get(), s.registry_.get(), s.events_.get(), s.metrics_.get(),
+                              [api] { return api->BumpBundleVersion(); },
+                              [api](const v1::ApplyPolicyRequest& request, std::string_view ended,
+                                    std::string_view actor) {
+                                return api->ApplyPolicy(request, Caller{std::string(actor)}, ended);
+                              },
+                              s.policies_.get()});
   if (!experiments.ok()) return experiments.status();
   s.experiments_ = *std::move(experiments);
+  s.fleet_api_->SetExperimentLayer(s.experiments_.get());
   s.agent_service_ = std::make_unique<AgentServiceImpl>(
       agent_options, AgentServiceDeps{s.registry_.get(), s.policies_.get(), s.events_.get(),
                                       s.metrics_.get(), s.auth_.get(), s.experiments_.get()});

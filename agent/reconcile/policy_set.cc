@@ -49,14 +49,6 @@ bool Active(const ExperimentAssignment& a, absl::Time wall_now) {
   return !a.period_end.has_value() || *a.period_end > wall_now;
 }
 
-const common::Policy* FindByName(const std::vector<common::Policy>& policies,
-                                 std::string_view name) {
-  for (const common::Policy& p : policies) {
-    if (p.name == name) return &p;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 absl::Status ValidateServerBundle(const ServerBundle& bundle,
@@ -89,16 +81,8 @@ absl::Status ValidateServerBundle(const ServerBundle& bundle,
   return absl::OkStatus();
 }
 
-common::Policy AssignmentPolicy(const ExperimentAssignment& assignment) {
-  common::Policy policy;
-  policy.name = assignment.experiment;
-  policy.labels[std::string(common::kExperimentLabel)] = assignment.experiment;
-  policy.labels[std::string(common::kExperimentArmLabel)] = assignment.arm;
-  policy.priority = assignment.priority;
-  policy.selector.adapters = {assignment.adapter_id};
-  policy.settings = assignment.settings;
-  policy.source = "server";
-  return policy;
+common::ArmInEffect ArmOf(const ExperimentAssignment& assignment) {
+  return {assignment.experiment, assignment.arm, assignment.priority, assignment.settings};
 }
 
 PolicySet::PolicySet(std::vector<common::Policy> local, std::optional<ServerBundle> server)
@@ -109,61 +93,20 @@ DesiredSettings PolicySet::Resolve(const common::AdapterAttributes& adapter,
   DesiredSettings desired;
   desired.bundle_version = bundle_version();
 
-  std::vector<common::Policy> experiment_policies;
-  std::vector<const ExperimentAssignment*> assignments;
+  common::PolicyLayers layers;
+  layers.local = &local_;
   if (server_) {
+    layers.server = &server_->policies;
+    layers.bundle_version = server_->version;
     for (const ExperimentAssignment& a : server_->assignments) {
       if (a.adapter_id != adapter.adapter_id || !Active(a, wall_now)) continue;
-      experiment_policies.push_back(AssignmentPolicy(a));
-      assignments.push_back(&a);
+      layers.experiments.push_back(ArmOf(a));
       desired.experiments[a.experiment] = a.arm;
     }
   }
-  std::vector<common::PolicyLayer> layers = {
-      {common::PolicySource::kLocalFile, &local_},
-      {common::PolicySource::kServerPolicy, server_ ? &server_->policies : nullptr},
-      {common::PolicySource::kExperiment, &experiment_policies},
-  };
-  desired.resolved = common::Resolve(adapter, layers);
-
-  auto origin = [&](const common::Provenance& provenance) {
-    SettingOrigin o;
-    o.provenance = provenance;
-    switch (provenance.source) {
-      case common::PolicySource::kBuiltinDefault:
-        break;
-      case common::PolicySource::kLocalFile:
-        if (const common::Policy* p = FindByName(local_, provenance.name)) {
-          o.priority = p->priority;
-          o.location = p->source;
-        }
-        break;
-      case common::PolicySource::kServerPolicy:
-        if (server_) {
-          if (const common::Policy* p = FindByName(server_->policies, provenance.name)) {
-            o.priority = p->priority;
-          }
-          o.bundle_version = server_->version;
-        }
-        break;
-      case common::PolicySource::kExperiment:
-        for (const ExperimentAssignment* a : assignments) {
-          if (provenance.name == absl::StrCat("experiment ", a->experiment, " arm ", a->arm)) {
-            o.priority = a->priority;
-            o.experiment = a->experiment;
-            o.arm = a->arm;
-          }
-        }
-        o.bundle_version = bundle_version();
-        break;
-    }
-    return o;
-  };
-  const common::ResolvedSettings& r = desired.resolved;
-  if (r.hold_us) desired.origins["hold_us"] = origin(r.hold_us->provenance);
-  if (r.count_threshold) desired.origins["count_threshold"] = origin(r.count_threshold->provenance);
-  if (r.buffer_kib) desired.origins["buffer_kib"] = origin(r.buffer_kib->provenance);
-  if (r.enable) desired.origins["enable"] = origin(r.enable->provenance);
+  common::LayeredSettings layered = common::ResolveLayers(adapter, layers);
+  desired.resolved = std::move(layered.resolved);
+  desired.origins = std::move(layered.origins);
   return desired;
 }
 

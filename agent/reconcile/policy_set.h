@@ -12,6 +12,7 @@
 #include "common/chips/chip_table.h"
 #include "common/chips/rx_agg.h"
 #include "common/policy/policy.h"
+#include "common/policy/precedence.h"
 #include "common/policy/resolver.h"
 #include "common/policy/selectors.h"
 
@@ -70,26 +71,11 @@ struct ServerBundle {
 absl::Status ValidateServerBundle(
     const ServerBundle& bundle, const std::map<std::string, common::RxAggLayout>& adapter_layouts);
 
-/// The policy layer an experiment assignment becomes: name = experiment, labels naming the
-/// experiment and arm (common::kExperimentLabel / kExperimentArmLabel, so provenance reads
-/// "experiment NAME arm ARM"), selector = the one adapter, the arm's settings and priority.
-common::Policy AssignmentPolicy(const ExperimentAssignment& assignment);
+/// The experiment-layer entry an assignment becomes (common/policy/precedence.h).
+common::ArmInEffect ArmOf(const ExperimentAssignment& assignment);
 
-/// Where one desired field came from, with what the resolver's Provenance does not carry.
-struct SettingOrigin {
-  common::Provenance provenance;
-  /// spec.priority of the deciding policy (0 for the built-in default).
-  int priority = 0;
-  /// Local file policies: "FILE:LINE" of the document; empty otherwise.
-  std::string location;
-  /// Server policies and experiments: the bundle version that carried them; 0 otherwise.
-  uint64_t bundle_version = 0;
-  /// Experiments: name and arm; empty otherwise.
-  std::string experiment;
-  std::string arm;
-
-  friend bool operator==(const SettingOrigin&, const SettingOrigin&) = default;
-};
+/// Where one desired field came from (the shared precedence's origin).
+using SettingOrigin = common::SettingOrigin;
 
 /// An adapter's desired settings with per-field origins.
 struct DesiredSettings {
@@ -115,8 +101,8 @@ class PolicySet {
   PolicySet() = default;
   PolicySet(std::vector<common::Policy> local, std::optional<ServerBundle> server);
 
-  /// Resolves one adapter (common::Resolve over the layers), dropping experiment assignments
-  /// whose period ended before `wall_now`.
+  /// Resolves one adapter (common::ResolveLayers: local file, server policies, the adapter's
+  /// experiment assignments), dropping assignments whose period ended before `wall_now`.
   DesiredSettings Resolve(const common::AdapterAttributes& adapter, absl::Time wall_now) const;
 
   /// The earliest period end after `wall_now` among the assignments, if any: the moment

@@ -221,7 +221,8 @@ std::unique_ptr<server::ExperimentController> NewController(StoreFixture& s) {
       options, server::ExperimentControllerDeps{
                    s.store.get(), s.registry.get(), s.events.get(), s.metrics.get(),
                    [] { return absl::OkStatus(); },
-                   [](const v1::ApplyPolicyRequest&) -> absl::StatusOr<v1::ApplyPolicyResponse> {
+                   [](const v1::ApplyPolicyRequest&, std::string_view,
+                      std::string_view) -> absl::StatusOr<v1::ApplyPolicyResponse> {
                      return absl::UnimplementedError("no policies in the benchmark");
                    }});
 }

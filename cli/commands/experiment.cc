@@ -1,6 +1,7 @@
 #include "cli/commands/experiment.h"
 
 #include <algorithm>
+#include <array>
 #include <istream>
 #include <memory>
 #include <set>
@@ -230,8 +231,9 @@ void AddExperimentCommand(CLI::App& root, SelectedCommand* selected) {
         ->check(RuleCheck(&common::ValidateExperimentName));
     promote->add_option("ARM", options->arm, "Arm to promote")->required();
     promote->add_option("--segment", options->segment,
-                        "Only this segment, e.g. usb_speed=super (its values become selector "
-                        "terms)");
+                        "Only this segment, e.g. usb_speed=super or usb_speed=super,board=x86: "
+                        "any of the experiment's segment keys, each named one becomes a "
+                        "selector term");
     promote->add_option("--name", options->policy_name, "Policy to write (default EXPERIMENT-ARM)");
     promote->add_option_function<int32_t>(
         "--priority", [options](const int32_t& priority) { options->priority = priority; },
@@ -270,13 +272,19 @@ absl::Status RunExperimentCreate(const ExperimentCreateOptions& options, FleetCl
       for (auto& [host, adapter] : adapters) table.AddRow({host.empty() ? "-" : host, adapter});
       table.Print(out, "  ");
     }
-    if (response->ineligible_adapters_size() > 0) {
-      out << "  " << response->ineligible_adapters_size() << " ineligible:\n";
-      Table table({"HOST", "ADAPTER", "REASON"});
-      for (const auto& entry : response->ineligible_adapters()) {
-        table.AddRow({entry.adapter().host_id().empty() ? "-" : entry.adapter().host_id(),
-                      entry.adapter().name(), entry.reason()});
+    // Adapters the selector matches that will not take part, with the server's reason.
+    const int ineligible = response->ineligible_adapters_size();
+    if (ineligible > 0) {
+      out << ineligible << (ineligible == 1 ? " adapter" : " adapters")
+          << " matched but not eligible:\n";
+      std::vector<std::array<std::string, 3>> rows;
+      for (const v1::IneligibleAdapter& a : response->ineligible_adapters()) {
+        rows.push_back({a.adapter().host_id().empty() ? "-" : a.adapter().host_id(),
+                        a.adapter().name(), a.reason()});
       }
+      std::sort(rows.begin(), rows.end());
+      Table table({"HOST", "ADAPTER", "REASON"});
+      for (const auto& row : rows) table.AddRow({row[0], row[1], row[2]});
       table.Print(out, "  ");
     }
   }

@@ -111,22 +111,32 @@ common::AdapterAttributes AttributesOf(const v1::Adapter& adapter) {
                                             common::LabelsFromProto(adapter.metadata().labels()));
 }
 
-common::ResolvedSettings ExpectedSettings(const common::AdapterAttributes& adapter,
-                                          const std::vector<common::Policy>& policies) {
-  const common::PolicyLayer layers[] = {{common::PolicySource::kServerPolicy, &policies}};
-  return common::Resolve(adapter, layers);
+common::LayeredSettings ExpectedSettings(const common::AdapterAttributes& adapter,
+                                         const std::vector<common::Policy>& policies,
+                                         const ExperimentLayer* experiments,
+                                         uint64_t bundle_version, std::string_view ended) {
+  common::PolicyLayers layers;
+  layers.server = &policies;
+  layers.bundle_version = bundle_version;
+  if (experiments != nullptr) layers.experiments = experiments->ArmsFor(adapter, policies, ended);
+  return common::ResolveLayers(adapter, layers);
 }
 
-v1::EffectiveSettings ExpectedToProto(const common::ResolvedSettings& resolved,
+v1::EffectiveSettings ExpectedToProto(const common::LayeredSettings& expected,
                                       const PolicySnapshot& snapshot) {
-  v1::EffectiveSettings out = common::EffectiveSettingsToProto(resolved);
+  v1::EffectiveSettings out = common::EffectiveSettingsToProto(expected.resolved);
   for (auto& [field, provenance] : *out.mutable_provenance()) {
+    // force_enable rides on enable's origin.
+    auto origin = expected.origins.find(field == "force_enable" ? "enable" : field);
+    if (origin == expected.origins.end()) continue;
+    if (provenance.source() == v1::SETTING_SOURCE_BUILT_IN_DEFAULT) continue;
+    provenance.set_priority(origin->second.priority);
+    provenance.set_bundle_version(origin->second.bundle_version);
     if (provenance.source() != v1::SETTING_SOURCE_SERVER_POLICY) continue;
     auto it = snapshot.policies.find(provenance.name());
-    if (it == snapshot.policies.end()) continue;
-    provenance.set_priority(it->second.spec().priority());
-    provenance.set_generation(it->second.metadata().generation());
-    provenance.set_bundle_version(snapshot.bundle_version);
+    if (it != snapshot.policies.end()) {
+      provenance.set_generation(it->second.metadata().generation());
+    }
   }
   return out;
 }
@@ -174,7 +184,8 @@ std::string MismatchReason(const common::Selector& selector,
 
 std::vector<v1::AffectedAdapter> AffectedAdapters(
     const std::vector<v1::Adapter>& adapters, const std::vector<common::Policy>& before,
-    const std::vector<common::Policy>& after, const std::vector<const common::Selector*>& changed) {
+    const std::vector<common::Policy>& after, const std::vector<const common::Selector*>& changed,
+    const ExperimentLayer* experiments, std::string_view ended) {
   std::vector<v1::AffectedAdapter> out;
   for (const v1::Adapter& adapter : adapters) {
     if (!IsManaged(adapter)) continue;
@@ -184,8 +195,10 @@ std::vector<v1::AffectedAdapter> AffectedAdapters(
         })) {
       continue;  // the candidates are the same before and after
     }
-    const common::RxAggSettings old_settings = ExpectedSettings(attributes, before).ToSettings();
-    const common::RxAggSettings new_settings = ExpectedSettings(attributes, after).ToSettings();
+    const common::RxAggSettings old_settings =
+        ExpectedSettings(attributes, before, experiments, 0, ended).Settings();
+    const common::RxAggSettings new_settings =
+        ExpectedSettings(attributes, after, experiments, 0, ended).Settings();
     if (old_settings == new_settings) continue;
     v1::AffectedAdapter& affected = out.emplace_back();
     affected.mutable_adapter()->set_kind("Adapter");
@@ -199,6 +212,7 @@ std::vector<v1::AffectedAdapter> AffectedAdapters(
 
 std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& snapshot,
                                                        const std::vector<v1::Adapter>& adapters,
+                                                       const ExperimentLayer* experiments,
                                                        const std::string* only) {
   std::map<std::string, uint32_t> matched, effective;
   for (const v1::Adapter& adapter : adapters) {
@@ -213,17 +227,14 @@ std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& sna
       }
     }
     if (!relevant) continue;  // `only` cannot decide anything here
-    const common::ResolvedSettings resolved = ExpectedSettings(attributes, snapshot.valid);
+    const common::LayeredSettings expected =
+        ExpectedSettings(attributes, snapshot.valid, experiments);
     std::set<std::string> deciders;
-    auto note = [&](const auto& field) {
-      if (field && field->provenance.source == common::PolicySource::kServerPolicy) {
-        deciders.insert(field->provenance.name);
+    for (const auto& [field, origin] : expected.origins) {
+      if (origin.provenance.source == common::PolicySource::kServerPolicy) {
+        deciders.insert(origin.provenance.name);
       }
-    };
-    note(resolved.hold_us);
-    note(resolved.count_threshold);
-    note(resolved.buffer_kib);
-    note(resolved.enable);
+    }
     for (const std::string& name : deciders) ++effective[name];
   }
   std::map<std::string, v1::PolicyStatus> out;
@@ -253,8 +264,8 @@ std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& sna
     shadowed->set_reason(is_shadowed ? "OutRanked" : "Decides");
     if (is_shadowed) {
       shadowed->set_message(
-          "every field this policy sets is decided by a higher-priority policy on all matched "
-          "adapters");
+          "every field this policy sets is decided by a higher-priority policy or a running "
+          "experiment on all matched adapters");
     }
     shadowed->set_observed_generation(policy.metadata().generation());
   }
@@ -262,12 +273,22 @@ std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& sna
 }
 
 v1::ExplainAdapterResponse Explain(const v1::Adapter& adapter, const v1::Host& host,
-                                   const PolicySnapshot& snapshot) {
+                                   const PolicySnapshot& snapshot,
+                                   const ExperimentLayer* experiments) {
   v1::ExplainAdapterResponse out;
   *out.mutable_adapter() = adapter;
   const common::AdapterAttributes attributes = AttributesOf(adapter);
-  const common::ResolvedSettings resolved = ExpectedSettings(attributes, snapshot.valid);
-  *out.mutable_expected() = ExpectedToProto(resolved, snapshot);
+  common::PolicyLayers layers;
+  layers.server = &snapshot.valid;
+  layers.bundle_version = snapshot.bundle_version;
+  if (experiments != nullptr) {
+    if (std::optional<v1::ExperimentAssignment> assignment =
+            experiments->AssignmentFor(attributes, snapshot.valid)) {
+      layers.experiments.push_back(ExperimentLayer::ArmOf(*assignment));
+      *out.mutable_assignment() = *std::move(assignment);
+    }
+  }
+  *out.mutable_expected() = ExpectedToProto(common::ResolveLayers(attributes, layers), snapshot);
   out.set_latest_bundle_version(snapshot.bundle_version);
   out.set_acked_bundle_version(host.status().last_acked_version());
 

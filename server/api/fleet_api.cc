@@ -220,7 +220,7 @@ v1::Policy FleetApi::WithStatus(const v1::Policy& policy, const PolicySnapshot& 
                                 const std::vector<v1::Adapter>& adapters) const {
   v1::Policy out = policy;
   std::map<std::string, v1::PolicyStatus> statuses =
-      PolicyStatuses(snapshot, adapters, &policy.metadata().name());
+      PolicyStatuses(snapshot, adapters, experiments_, &policy.metadata().name());
   *out.mutable_status() = statuses[policy.metadata().name()];
   return out;
 }
@@ -245,7 +245,8 @@ std::vector<v1::Adapter> FleetApi::RegisteredAdapters() const {
 }
 
 absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPolicyRequest& request,
-                                                              const Caller& caller) {
+                                                              const Caller& caller,
+                                                              std::string_view ended) {
   if (!request.has_policy()) return Required("policy");
   const v1::Policy& input = request.policy();
   const std::string& name = input.metadata().name();
@@ -290,8 +291,9 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
   v1::ApplyPolicyResponse response;
   std::vector<const common::Selector*> changed = {&converted->selector};
   if (const common::Selector* old = SelectorOf(*before, name)) changed.push_back(old);
-  for (v1::AffectedAdapter& affected : AffectedAdapters(
-           adapters, before->valid, Replaced(before->valid, name, &*converted), changed)) {
+  for (v1::AffectedAdapter& affected :
+       AffectedAdapters(adapters, before->valid, Replaced(before->valid, name, &*converted),
+                        changed, experiments_, ended)) {
     *response.add_affected_adapters() = std::move(affected);
   }
 
@@ -366,7 +368,7 @@ absl::StatusOr<v1::ListPoliciesResponse> FleetApi::ListPolicies(
 
   std::shared_ptr<const PolicySnapshot> snapshot = deps_.policies->snapshot();
   const std::map<std::string, v1::PolicyStatus> statuses =
-      PolicyStatuses(*snapshot, deps_.registry->ListAdapters(false));
+      PolicyStatuses(*snapshot, deps_.registry->ListAdapters(false), experiments_);
   v1::ListPoliciesResponse response;
   for (auto it = snapshot->policies.upper_bound(*after); it != snapshot->policies.end(); ++it) {
     if (!labels->Matches(common::LabelsFromProto(it->second.metadata().labels()))) continue;
@@ -402,7 +404,8 @@ absl::StatusOr<v1::DeletePolicyResponse> FleetApi::DeletePolicy(
   std::vector<const common::Selector*> changed;
   if (const common::Selector* old = SelectorOf(*before, name)) changed.push_back(old);
   for (v1::AffectedAdapter& affected :
-       AffectedAdapters(adapters, before->valid, Replaced(before->valid, name, nullptr), changed)) {
+       AffectedAdapters(adapters, before->valid, Replaced(before->valid, name, nullptr), changed,
+                        experiments_)) {
     *response.add_affected_adapters() = std::move(affected);
   }
   if (request.dry_run()) {
@@ -445,7 +448,7 @@ absl::StatusOr<v1::ExplainAdapterResponse> FleetApi::ExplainAdapter(
   absl::StatusOr<v1::Host> host =
       deps_.registry->GetHost(request.host_id(), absl::Now(), snapshot->bundle_version);
   if (!host.ok()) return host.status();
-  return Explain(*adapter, *host, *snapshot);
+  return Explain(*adapter, *host, *snapshot, experiments_);
 }
 
 absl::StatusOr<v1::ListEventsResponse> FleetApi::ListEvents(

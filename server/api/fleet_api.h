@@ -11,11 +11,13 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "rxfleet/v1/fleet_service.pb.h"
+#include "server/experiments/experiment_layer.h"
 #include "server/http/metrics.h"
 #include "server/registry/event_log.h"
 #include "server/registry/policy_set.h"
@@ -64,12 +66,19 @@ class FleetApi {
       const v1::ListAdaptersRequest& request) const;
   absl::StatusOr<v1::Adapter> GetAdapter(const v1::GetAdapterRequest& request) const;
 
-  /// Creates or replaces a policy. InvalidArgument for an invalid policy (the agent's rules,
-  /// common/policy ValidatePolicy), description over 1024 characters or invalid annotation
-  /// keys; Aborted for a stale metadata.resource_version (empty = unconditional); store errors
-  /// (Unavailable, ResourceExhausted, FailedPrecondition, Internal) with SQLite's reason.
+  /// The experiment layer every prediction resolves against (the ExperimentController, which
+  /// is created after the FleetApi). Call before serving; null = no experiments.
+  void SetExperimentLayer(const ExperimentLayer* experiments) { experiments_ = experiments; }
+
+  /// Creates or replaces a policy; the affected adapters are predicted with the experiment
+  /// layer, as if experiment `ended` were over (promotion; empty: none). InvalidArgument for an
+  /// invalid policy (the agent's rules, common/policy ValidatePolicy), description over 1024
+  /// characters or invalid annotation keys; Aborted for a stale metadata.resource_version (empty =
+  /// unconditional); store errors (Unavailable, ResourceExhausted, FailedPrecondition, Internal)
+  /// with SQLite's reason.
   absl::StatusOr<v1::ApplyPolicyResponse> ApplyPolicy(const v1::ApplyPolicyRequest& request,
-                                                      const Caller& caller);
+                                                      const Caller& caller,
+                                                      std::string_view ended = {});
   absl::StatusOr<v1::Policy> GetPolicy(const v1::GetPolicyRequest& request) const;
   absl::StatusOr<v1::ListPoliciesResponse> ListPolicies(
       const v1::ListPoliciesRequest& request) const;
@@ -99,6 +108,7 @@ class FleetApi {
              const absl::Status& result);
 
   const FleetApiDeps deps_;
+  const ExperimentLayer* experiments_ = nullptr;
   absl::Mutex write_mu_;  // serialises policy writes (store order == in-memory order)
 };
 

@@ -278,20 +278,15 @@ grpc::ServerUnaryReactor* FleetServiceImpl::CreateExperiment(
         absl::StatusOr<v1::CreateExperimentResponse> created =
             experiments.CreateExperiment(*request);
         if (created.ok() && selector.ok() && request->dry_run()) {
+          // The controller lists adapters it does not manage as ineligible; name the family's
+          // reason for observe-only ones.
           for (const v1::Adapter* adapter : ObserveOnlyMatches(*selector, registered)) {
-            auto* eligible = created->mutable_eligible_adapters();
-            for (int i = 0; i < eligible->size(); ++i) {
-              if (eligible->Get(i).name() == adapter->metadata().name() &&
-                  eligible->Get(i).host_id() == adapter->host_id()) {
-                eligible->DeleteSubrange(i, 1);
-                break;
+            for (v1::IneligibleAdapter& entry : *created->mutable_ineligible_adapters()) {
+              if (entry.adapter().name() == adapter->metadata().name() &&
+                  entry.adapter().host_id() == adapter->host_id()) {
+                entry.set_reason(ObserveOnlyReason(*adapter));
               }
             }
-            v1::IneligibleAdapter* out = created->add_ineligible_adapters();
-            out->mutable_adapter()->set_kind("Adapter");
-            out->mutable_adapter()->set_name(adapter->metadata().name());
-            out->mutable_adapter()->set_host_id(adapter->host_id());
-            out->set_reason(ObserveOnlyReason(*adapter));
           }
         }
         AuditExperiment(caller, "CreateExperiment", request->experiment().metadata().name(), "", "",
@@ -349,7 +344,7 @@ grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
       context, __func__, response,
       [this, request](ExperimentController& experiments, const Caller& caller) {
         absl::StatusOr<v1::PromoteExperimentResponse> promoted =
-            experiments.PromoteExperiment(*request);
+            experiments.PromoteExperiment(*request, caller.actor);
         const std::string detail = absl::StrCat(
             " arm ", request->arm(),
             promoted.ok() ? absl::StrCat(" as policy ", promoted->policy().metadata().name()) : "");

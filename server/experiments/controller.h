@@ -15,8 +15,12 @@
 // least every `tick` to write buffered windows. Guardrails are evaluated every window length
 // (at most every `max_guardrail_interval`) on the stored windows.
 //
-// One experiment per adapter: an adapter matched by several running experiments takes part in
-// the oldest (first created) only.
+// One experiment per adapter: an adapter takes part in the oldest (first created) running
+// experiment whose selector matches it and from which no server policy keeps it (a policy of
+// higher priority deciding a field an arm sets, common::FieldsKeptFromExperiment). The same
+// rule decides the bundles' assignments, the eligible adapters of CreateExperiment, the
+// assigned_adapters of the status and the experiment layer every prediction resolves against
+// (ExperimentLayer), so a policy change moves adapters in or out with the next bundle.
 //
 // Windows: AcceptWindow validates a MetricWindow (adapter known for the host, experiment known
 // and running or ended less than one window length ago, arm of the experiment, finite
@@ -29,6 +33,10 @@
 // for and kept until another ended experiment's report is. At most
 // `max_windows_per_experiment` windows are stored per experiment; later ones are rejected.
 // Windows of experiments that ended more than `retention` ago are deleted.
+//
+// Files, one per job: controller.cc (state, claims, status, events), experiment_api.cc (the
+// RPC handlers), window_intake.cc (window intake and cache), controller_guardrails.cc
+// (guardrails and gauges), scheduler.cc (the per-experiment step, the tick, retention).
 //
 // Thread-safety: every method may be called from any thread.
 
@@ -51,8 +59,10 @@
 #include "rxfleet/v1/fleet_service.pb.h"
 #include "server/experiments/aggregate.h"
 #include "server/experiments/assignment.h"
+#include "server/experiments/experiment_layer.h"
 #include "server/http/metrics.h"
 #include "server/registry/event_log.h"
+#include "server/registry/policy_set.h"
 #include "server/registry/registry.h"
 #include "server/store/store.h"
 
@@ -83,18 +93,28 @@ struct ExperimentControllerDeps {
   ServerMetrics* metrics;
   /// Publishes a new bundle version with unchanged policies (FleetApi::BumpBundleVersion).
   std::function<absl::Status()> bump_bundle;
-  /// Writes (or dry-runs) a policy exactly like FleetService.ApplyPolicy.
-  std::function<absl::StatusOr<v1::ApplyPolicyResponse>(const v1::ApplyPolicyRequest&)>
+  /// Writes (or dry-runs) a policy exactly like FleetService.ApplyPolicy by `actor` (for its
+  /// audit event), predicting the affected adapters as if experiment `ended` were over
+  /// (FleetApi::ApplyPolicy).
+  std::function<absl::StatusOr<v1::ApplyPolicyResponse>(
+      const v1::ApplyPolicyRequest&, std::string_view ended, std::string_view actor)>
       apply_policy;
+  /// The server's policies, for eligibility; null = no policies.
+  PolicySet* policies = nullptr;
 };
 
-class ExperimentController {
+class ExperimentController final : public ExperimentLayer {
  public:
   /// Loads the stored experiments and window counts. Errors: the store's.
   static absl::StatusOr<std::unique_ptr<ExperimentController>> Create(
       ExperimentControllerOptions options, ExperimentControllerDeps deps);
   /// Stops Run() if it runs.
-  ~ExperimentController();
+  ~ExperimentController() override;
+
+  /// ExperimentLayer: the assignment at clock() (see the file comment).
+  std::optional<v1::ExperimentAssignment> AssignmentFor(const common::AdapterAttributes& adapter,
+                                                        const std::vector<common::Policy>& policies,
+                                                        std::string_view ended = {}) const override;
 
   // FleetService (errors name the field; store errors are passed through).
   /// InvalidArgument for an invalid experiment; AlreadyExists for a taken name.
@@ -110,10 +130,11 @@ class ExperimentController {
   /// NotFound; InvalidArgument for a segment key that is not a segment key of the experiment.
   absl::StatusOr<v1::ExperimentReport> GetExperimentReport(
       const v1::GetExperimentReportRequest& request);
-  /// NotFound for an unknown experiment or arm; InvalidArgument for a bad segment; the
-  /// policy write's errors.
+  /// NotFound for an unknown experiment or arm; InvalidArgument for a segment key that is not
+  /// one of the experiment's (any subset of them may be named); the policy write's errors.
+  /// The policy write is audited with `actor` (the caller, Caller::actor).
   absl::StatusOr<v1::PromoteExperimentResponse> PromoteExperiment(
-      const v1::PromoteExperimentRequest& request);
+      const v1::PromoteExperimentRequest& request, std::string_view actor = "experiment promotion");
 
   /// A MetricWindow from `host_id` (see the file comment). InvalidArgument naming the field
   /// when the window is refused (the caller drops it and keeps the stream);
@@ -158,6 +179,19 @@ class ExperimentController {
   v1::Experiment View(const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Running experiments, oldest first.
   std::vector<const Entry*> RunningEntries() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The running experiment that takes `adapter` at `now` under `policies` and its
+  /// assignment, skipping experiment `ended` (see the file comment).
+  struct Claim {
+    const Entry* entry = nullptr;
+    experiments::Assignment assignment;
+  };
+  std::optional<Claim> ClaimLocked(const std::vector<const Entry*>& running,
+                                   const common::AdapterAttributes& adapter, absl::Time now,
+                                   const std::vector<common::Policy>& policies,
+                                   std::string_view ended = {}) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The server's valid policies now (empty without a policy set).
+  std::shared_ptr<const PolicySnapshot> Policies() const;
   std::vector<v1::ExperimentAssignment> AssignmentsLocked(std::string_view host_id,
                                                           absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -168,6 +202,18 @@ class ExperimentController {
   absl::Status End(Entry& entry, v1::ExperimentPhase phase, absl::Time end_time,
                    std::string_view reason, std::string_view message, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// What one experiment's scheduler step did, and when it wants to run again
+  /// (controller-runtime's Result{RequeueAfter}).
+  struct StepResult {
+    /// Assignments changed (completion, a period boundary, a guardrail stop): publish.
+    bool publish = false;
+    /// Run this experiment's step again after this long; infinite once it ended.
+    absl::Duration requeue_after = absl::InfiniteDuration();
+  };
+  /// Completion, period boundary and due guardrails of `entry` at `now`.
+  StepResult Step(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Deletes windows of experiments that ended more than `retention` ago (at most hourly).
+  void RetentionLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Evaluates guardrails; returns whether arms were stopped.
   bool Guardrails(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The cached windows of `entry`, loading them first if needed.

@@ -33,8 +33,9 @@ absl::StatusOr<common::Policy> BuildPromotionPolicy(const Experiment& e,
   policy.source = absl::StrCat("experiment ", e.name, " arm ", request.arm);
   common::Selector& selector = policy.selector;
   for (size_t i = 0; i < request.segment.size(); ++i) {
+    if (!request.segment[i].has_value()) continue;  // not named: no narrowing by this key
     const std::string& key = e.segment_keys[i];
-    const std::string& value = request.segment[i];
+    const std::string& value = *request.segment[i];
     const std::string term = absl::StrCat(key, "=", value.empty() ? "(none)" : value);
     auto outside = [&]() {
       return absl::InvalidArgumentError(absl::StrCat("segment ", term,

@@ -20,8 +20,9 @@ inline constexpr std::string_view kPromotedFromArmLabel = "rxfleet.io/arm";
 /// What to promote.
 struct PromotionRequest {
   std::string arm;
-  /// Segment values aligned with Experiment::segment_keys; empty = the whole selector.
-  std::vector<std::string> segment;
+  /// Segment values aligned with Experiment::segment_keys; nullopt for a key not named (the
+  /// policy does not narrow by it); empty = the whole selector.
+  std::vector<std::optional<std::string>> segment;
   /// Policy name; empty = "<experiment>-<arm>".
   std::string policy_name;
   /// Policy priority; unset = the experiment's priority.
@@ -29,8 +30,9 @@ struct PromotionRequest {
 };
 
 /// The policy that applies `request.arm`'s settings where the experiment (or the segment)
-/// applied. The segment narrows the experiment's selector: usb_speed -> usbSpeeds = {value},
-/// chip -> chips = {value}, any other key -> matchLabels[key] = value. The policy carries the
+/// applied. Each named segment key narrows the experiment's selector: usb_speed -> usbSpeeds =
+/// {value}, chip -> chips = {value}, any other key -> matchLabels[key] = value; a key left
+/// unnamed keeps the selector as it is for that key. The policy carries the
 /// labels rxfleet.io/experiment and rxfleet.io/arm.
 /// Errors (InvalidArgument): unknown arm; a segment with the wrong number of values; a
 /// segment on `host` (policies cannot select hosts) or with an empty value (hosts without the

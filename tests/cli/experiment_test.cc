@@ -49,6 +49,11 @@ class FakeFleetService final : public v1::FleetService::Service {
       ref->set_host_id(adapter[5] == '2' ? "x86-lab" : "pi1");
       ref->set_name(adapter);
     }
+    v1::IneligibleAdapter* kept = response->add_ineligible_adapters();
+    kept->mutable_adapter()->set_kind("Adapter");
+    kept->mutable_adapter()->set_host_id("pi1");
+    kept->mutable_adapter()->set_name("port-1-1.4");
+    kept->set_reason("server policy pin-long (priority 100) decides hold_us");
     return grpc::Status::OK;
   }
 
@@ -175,7 +180,10 @@ TEST_F(ExperimentVerbsTest, CreateSendsTheDocumentAndListsEligibleAdapters) {
             "experiment/hold-ab created (dry run): 2 eligible adapters\n"
             "  HOST      ADAPTER\n"
             "  pi1       port-1-1.3\n"
-            "  x86-lab   port-2-2\n");
+            "  x86-lab   port-2-2\n"
+            "1 adapter matched but not eligible:\n"
+            "  HOST   ADAPTER      REASON\n"
+            "  pi1    port-1-1.4   server policy pin-long (priority 100) decides hold_us\n");
 
   // From standard input, stored for real.
   std::ifstream file(ExperimentFile("hold-ab.yaml"));

@@ -100,19 +100,20 @@ class ExperimentControllerTest : public ::testing::Test {
     options.retention = absl::Hours(24);
     options.max_windows_per_experiment = max_windows;
     absl::StatusOr<std::unique_ptr<ExperimentController>> controller = ExperimentController::Create(
-        options,
-        ExperimentControllerDeps{store_.get(), registry_.get(), events_.get(), metrics_.get(),
-                                 [this] {
-                                   ++bumps_;
-                                   return absl::OkStatus();
-                                 },
-                                 [this](const v1::ApplyPolicyRequest& request)
-                                     -> absl::StatusOr<v1::ApplyPolicyResponse> {
-                                   applied_.push_back(request);
-                                   v1::ApplyPolicyResponse response;
-                                   *response.mutable_policy() = request.policy();
-                                   return response;
-                                 }});
+        options, ExperimentControllerDeps{
+                     store_.get(), registry_.get(), events_.get(), metrics_.get(),
+                     [this] {
+                       ++bumps_;
+                       return absl::OkStatus();
+                     },
+                     [this](const v1::ApplyPolicyRequest& request, std::string_view /*ended*/,
+                            std::string_view actor) -> absl::StatusOr<v1::ApplyPolicyResponse> {
+                       applied_.push_back(request);
+                       actors_.emplace_back(actor);
+                       v1::ApplyPolicyResponse response;
+                       *response.mutable_policy() = request.policy();
+                       return response;
+                     }});
     ASSERT_TRUE(controller.ok()) << controller.status();
     controller_ = *std::move(controller);
   }
@@ -198,6 +199,7 @@ class ExperimentControllerTest : public ::testing::Test {
   absl::Time now_ = kStart;
   int bumps_ = 0;
   std::vector<v1::ApplyPolicyRequest> applied_;
+  std::vector<std::string> actors_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Registry> registry_;
@@ -528,6 +530,27 @@ TEST_F(ExperimentControllerTest, PromoteDryRunAndApply) {
   (*request.mutable_segment())["site"] = "lab";
   EXPECT_EQ(controller_->PromoteExperiment(request).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ExperimentControllerTest, PromoteNamesASubsetOfTheSegmentKeysAsTheOperator) {
+  v1::Experiment e = HoldExperiment();
+  e.mutable_spec()->add_segment_label_keys("site");  // segments by board and site
+  Create(e);
+  v1::PromoteExperimentRequest request;
+  request.set_name(kName);
+  request.set_arm("short");
+  (*request.mutable_segment())["board"] = "x86";  // site left out
+  absl::StatusOr<v1::PromoteExperimentResponse> promoted =
+      controller_->PromoteExperiment(request, "token:alice");
+  ASSERT_TRUE(promoted.ok()) << promoted.status();
+  const auto& labels = promoted->policy().spec().selector().match_labels();
+  EXPECT_EQ(labels.at("board"), "x86");
+  EXPECT_FALSE(labels.contains("site"));
+  ASSERT_EQ(actors_.size(), 1u);
+  EXPECT_EQ(actors_[0], "token:alice");
+  (*request.mutable_segment())["chip"] = "rtl8922au";  // not a segment key of this experiment
+  EXPECT_THAT(controller_->PromoteExperiment(request, "token:alice").status().message(),
+              ::testing::HasSubstr("'chip' is not a segment key"));
 }
 
 }  // namespace

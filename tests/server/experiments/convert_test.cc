@@ -228,6 +228,12 @@ TEST(PromotionTest, SegmentNarrowsTheSelector) {
   EXPECT_EQ(policy->labels.at("rxfleet.io/arm"), "short");
   EXPECT_EQ(policy->priority, 0);
 
+  // Only usb_speed named of (usb_speed, board): the board stays as the experiment selects it.
+  policy = BuildPromotionPolicy(e, {"short", {"super", std::nullopt}, "", std::nullopt});
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_THAT(policy->selector.usb_speeds, ElementsAre(common::UsbSpeed::kSuper));
+  EXPECT_EQ(policy->selector.match_labels, e.selector.match_labels);
+
   policy = BuildPromotionPolicy(e, {"control", {}, "keep-long", 50});
   ASSERT_TRUE(policy.ok()) << policy.status();
   EXPECT_EQ(policy->name, "keep-long");

@@ -1,0 +1,332 @@
+// ExperimentController's FleetService RPCs: create (with eligibility), list, get, stop,
+// report and promote.
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/policy/precedence.h"
+#include "common/policy/selectors.h"
+#include "common/proto/convert.h"
+#include "common/proto/time.h"
+#include "server/api/explain.h"
+#include "server/api/paging.h"
+#include "server/experiments/controller.h"
+#include "server/experiments/controller_internal.h"
+#include "server/experiments/convert.h"
+#include "server/experiments/promotion.h"
+#include "server/experiments/report.h"
+
+namespace rxfleet::server {
+namespace {
+
+v1::ObjectReference AdapterRef(const v1::Adapter& adapter) {
+  v1::ObjectReference ref;
+  ref.set_kind("Adapter");
+  ref.set_name(adapter.metadata().name());
+  ref.set_host_id(adapter.host_id());
+  return ref;
+}
+
+}  // namespace
+
+using common::TimeFromProto;
+using common::TimeToProto;
+using controller_internal::KeptFrom;
+using controller_internal::PhaseName;
+using experiments::Experiment;
+
+absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperiment(
+    const v1::CreateExperimentRequest& request) {
+  const std::string& name = request.experiment().metadata().name();
+  if (name.empty()) return absl::InvalidArgumentError("experiment.metadata.name: required");
+  absl::StatusOr<Experiment> e = experiments::ExperimentFromProto(request.experiment(), "server");
+  if (!e.ok()) return e.status();
+  const absl::Time now = options_.clock();
+  uint64_t seed = e->seed;
+  while (seed == 0) {
+    thread_local absl::BitGen gen;
+    seed = absl::Uniform<uint64_t>(gen);
+  }
+  e->seed = seed;
+  absl::StatusOr<experiments::Assigner> assigner = experiments::Assigner::Create(*e, now);
+  if (!assigner.ok()) return assigner.status();
+
+  v1::CreateExperimentResponse response;
+  v1::Experiment to_store;
+  to_store.mutable_metadata()->set_name(name);
+  *to_store.mutable_metadata()->mutable_labels() = request.experiment().metadata().labels();
+  *to_store.mutable_metadata()->mutable_annotations() =
+      request.experiment().metadata().annotations();
+  *to_store.mutable_spec() = experiments::ExperimentSpecToProto(*e);
+  to_store.mutable_spec()->set_seed(request.experiment().spec().seed());
+  v1::ExperimentStatus* status = to_store.mutable_status();
+  status->set_phase(v1::EXPERIMENT_PHASE_RUNNING);
+  *status->mutable_start_time() = TimeToProto(now);
+  status->set_seed(seed);
+  status->set_observed_generation(1);
+  {
+    absl::MutexLock lock(&mu_);
+    if (entries_.contains(name)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "experiment ", name, " already exists (names are never reused, even after it ended)"));
+    }
+    // Eligible: the selector matches, the adapter is managed, no older experiment takes it
+    // and no policy keeps it from this one (the rule of ClaimLocked).
+    const std::vector<const Entry*> running = RunningEntries();
+    const std::shared_ptr<const PolicySnapshot> policies = Policies();
+    for (const v1::Adapter& adapter : deps_.registry->ListAdapters(false)) {
+      const common::AdapterAttributes attributes = AttributesOf(adapter);
+      if (!common::Matches(e->selector, attributes)) continue;
+      std::string reason;
+      if (!IsManaged(adapter)) {
+        reason = absl::StrCat("adapter state ", v1::AdapterState_Name(adapter.status().state()),
+                              ": its RX aggregation is not managed");
+      } else if (std::optional<Claim> claim =
+                     ClaimLocked(running, attributes, now, policies->valid)) {
+        reason = absl::StrCat("in the older experiment ", claim->entry->experiment.name,
+                              " (one experiment per adapter)");
+      } else {
+        reason = common::DescribeKeptFields(KeptFrom(*e, attributes, policies->valid));
+      }
+      if (reason.empty()) {
+        *response.add_eligible_adapters() = AdapterRef(adapter);
+      } else {
+        v1::IneligibleAdapter* ineligible = response.add_ineligible_adapters();
+        *ineligible->mutable_adapter() = AdapterRef(adapter);
+        ineligible->set_reason(std::move(reason));
+      }
+    }
+    if (request.dry_run()) {
+      *response.mutable_experiment() = to_store;
+      response.mutable_experiment()->mutable_status()->set_phase(v1::EXPERIMENT_PHASE_PENDING);
+      response.mutable_experiment()->mutable_status()->clear_start_time();
+      return response;
+    }
+    absl::StatusOr<v1::Experiment> stored = deps_.store->CreateExperiment(to_store, now);
+    if (!stored.ok()) {
+      if (!absl::IsAlreadyExists(stored.status())) deps_.metrics->store_write_failures->Increment();
+      return stored.status();
+    }
+    Entry entry;
+    entry.proto = *stored;
+    entry.experiment = *std::move(e);
+    entry.assigner = *std::move(assigner);
+    entries_.emplace(name, std::move(entry));
+    *response.mutable_experiment() = View(entries_.at(name));
+    UpdateGauges();
+  }
+  RecordEvent(name, v1::EVENT_TYPE_NORMAL, "Created",
+              absl::StrCat("experiment started with ", response.eligible_adapters_size(),
+                           " eligible adapters, seed ", seed),
+              now);
+  Publish();
+  {
+    absl::MutexLock lock(&run_mu_);
+    wake_ = true;
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ListExperimentsResponse> ExperimentController::ListExperiments(
+    const v1::ListExperimentsRequest& request) const {
+  absl::StatusOr<common::LabelSelector> selector =
+      common::ParseLabelSelector(request.label_selector());
+  if (!selector.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("label_selector: ", selector.status().message()));
+  }
+  absl::StatusOr<size_t> page_size = PageSize(request.page_size());
+  if (!page_size.ok()) return page_size.status();
+  const std::string query = absl::StrCat(request.label_selector(), "\n", request.phase());
+  absl::StatusOr<std::string> after = ParsePageToken(request.page_token(), query);
+  if (!after.ok()) return after.status();
+  absl::MutexLock lock(&mu_);
+  // Newest first; the key orders by create time then name, descending.
+  std::vector<std::pair<std::string, const Entry*>> ordered;
+  for (const auto& [name, entry] : entries_) {
+    if (request.phase() != v1::EXPERIMENT_PHASE_UNSPECIFIED &&
+        entry.proto.status().phase() != request.phase()) {
+      continue;
+    }
+    if (!selector->Matches(common::LabelsFromProto(entry.proto.metadata().labels()))) continue;
+    const int64_t created = absl::ToUnixNanos(TimeFromProto(entry.proto.metadata().create_time()));
+    ordered.emplace_back(absl::StrCat(absl::StrFormat("%020d", created), "/", name), &entry);
+  }
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  v1::ListExperimentsResponse response;
+  std::string last_key;
+  for (const auto& [key, entry] : ordered) {
+    if (!after->empty() && key >= *after) continue;
+    if (static_cast<size_t>(response.experiments_size()) == *page_size) {
+      response.set_next_page_token(MakePageToken(query, last_key));
+      break;
+    }
+    *response.add_experiments() = View(*entry);
+    last_key = key;
+  }
+  return response;
+}
+
+absl::StatusOr<v1::Experiment> ExperimentController::GetExperiment(
+    const v1::GetExperimentRequest& request) const {
+  if (request.name().empty()) return absl::InvalidArgumentError("name: required");
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(request.name());
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("experiment ", request.name(), " does not exist"));
+  }
+  return View(it->second);
+}
+
+absl::StatusOr<v1::Experiment> ExperimentController::StopExperiment(
+    const v1::StopExperimentRequest& request) {
+  if (request.name().empty()) return absl::InvalidArgumentError("name: required");
+  if (request.reason().size() > 1024) {
+    return absl::InvalidArgumentError("reason: longer than 1024 characters");
+  }
+  const absl::Time now = options_.clock();
+  v1::Experiment out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(request.name());
+    if (it == entries_.end()) {
+      return absl::NotFoundError(absl::StrCat("experiment ", request.name(), " does not exist"));
+    }
+    Entry& entry = it->second;
+    if (!request.resource_version().empty() &&
+        request.resource_version() != entry.proto.metadata().resource_version()) {
+      return absl::AbortedError(
+          absl::StrCat("experiment ", request.name(), " was modified (resource version ",
+                       entry.proto.metadata().resource_version(), ", you have ",
+                       request.resource_version(), "); get it again and retry"));
+    }
+    if (!Running(entry)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "experiment ", request.name(), " is ", PhaseName(entry.proto.status().phase()),
+          "; only a running experiment can be stopped"));
+    }
+    const std::string message = request.reason().empty()
+                                    ? "stopped by StopExperiment"
+                                    : absl::StrCat("stopped by StopExperiment: ", request.reason());
+    if (absl::Status s = End(entry, v1::EXPERIMENT_PHASE_STOPPED, now, "Stopped", message, now);
+        !s.ok()) {
+      return s;
+    }
+    out = View(entry);
+    UpdateGauges();
+  }
+  Publish();
+  return out;
+}
+
+absl::StatusOr<v1::ExperimentReport> ExperimentController::GetExperimentReport(
+    const v1::GetExperimentReportRequest& request) {
+  if (request.name().empty()) return absl::InvalidArgumentError("name: required");
+  const absl::Time now = options_.clock();
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(request.name());
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("experiment ", request.name(), " does not exist"));
+  }
+  Entry& entry = it->second;
+  const Experiment& e = entry.experiment;
+  std::vector<std::pair<size_t, std::string>> filter;
+  for (const auto& [key, value] : request.segment()) {
+    auto k = std::find(e.segment_keys.begin(), e.segment_keys.end(), key);
+    if (k == e.segment_keys.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment: '", key, "' is not a segment key of experiment ", request.name(),
+                       " (keys: ", absl::StrJoin(e.segment_keys, ", "), ")"));
+    }
+    filter.emplace_back(static_cast<size_t>(k - e.segment_keys.begin()), value);
+  }
+  if (!entry.assigner) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("experiment ", request.name(), " has not started"));
+  }
+  absl::StatusOr<const std::vector<experiments::Window>*> windows = Windows(entry);
+  if (!windows.ok()) return windows.status();
+  experiments::ReportOptions options;
+  options.start = entry.assigner->start();
+  options.now = now;
+  options.stopped = entry.stopped;
+  absl::StatusOr<experiments::Report> report = experiments::ComputeReport(e, **windows, options);
+  if (!report.ok()) return report.status();
+  if (!filter.empty()) {
+    auto keep = [&](const std::vector<std::string>& values) {
+      for (const auto& [index, value] : filter) {
+        if (index >= values.size() || values[index] != value) return false;
+      }
+      return true;
+    };
+    std::erase_if(report->segments,
+                  [&](const experiments::SegmentResult& s) { return !keep(s.values); });
+    std::erase_if(report->notes, [&](const experiments::ReportNote& n) {
+      return n.segment.has_value() && !keep(*n.segment);
+    });
+  }
+  return experiments::ReportToProto(*report, entry.proto.metadata().generation(),
+                                    entry.proto.status().phase());
+}
+
+absl::StatusOr<v1::PromoteExperimentResponse> ExperimentController::PromoteExperiment(
+    const v1::PromoteExperimentRequest& request, std::string_view actor) {
+  if (request.name().empty()) return absl::InvalidArgumentError("name: required");
+  if (request.arm().empty()) return absl::InvalidArgumentError("arm: required");
+  Experiment e;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(request.name());
+    if (it == entries_.end()) {
+      return absl::NotFoundError(absl::StrCat("experiment ", request.name(), " does not exist"));
+    }
+    e = it->second.experiment;
+  }
+  if (!e.ArmIndex(request.arm())) {
+    return absl::NotFoundError(
+        absl::StrCat("arm: experiment ", request.name(), " has no arm ", request.arm()));
+  }
+  experiments::PromotionRequest promotion;
+  promotion.arm = request.arm();
+  promotion.policy_name = request.policy_name();
+  if (request.has_priority()) promotion.priority = request.priority();
+  // Any subset of the segment keys; the keys named narrow the selector.
+  if (!request.segment().empty()) {
+    promotion.segment.assign(e.segment_keys.size(), std::nullopt);
+    for (const auto& [key, value] : request.segment()) {
+      auto k = std::find(e.segment_keys.begin(), e.segment_keys.end(), key);
+      if (k == e.segment_keys.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("segment: '", key, "' is not a segment key of experiment ", request.name(),
+                         " (keys: ", absl::StrJoin(e.segment_keys, ", "), ")"));
+      }
+      promotion.segment[static_cast<size_t>(k - e.segment_keys.begin())] = value;
+    }
+  }
+  absl::StatusOr<common::Policy> policy = experiments::BuildPromotionPolicy(e, promotion);
+  if (!policy.ok()) return policy.status();
+  v1::ApplyPolicyRequest apply;
+  *apply.mutable_policy() = common::PolicyToProto(*policy);
+  apply.set_dry_run(request.dry_run());
+  absl::StatusOr<v1::ApplyPolicyResponse> applied =
+      deps_.apply_policy(apply, request.name(), actor);
+  if (!applied.ok()) return applied.status();
+  v1::PromoteExperimentResponse response;
+  *response.mutable_policy() = applied->policy();
+  *response.mutable_affected_adapters() = applied->affected_adapters();
+  if (!request.dry_run()) {
+    RecordEvent(request.name(), v1::EVENT_TYPE_NORMAL, "Promoted",
+                absl::StrCat("arm ", request.arm(), " promoted to policy ",
+                             applied->policy().metadata().name(), " (",
+                             applied->affected_adapters_size(), " adapters affected)"),
+                options_.clock());
+  }
+  return response;
+}
+
+}  // namespace rxfleet::server

@@ -1,0 +1,194 @@
+// ExperimentController's window intake: validating MetricWindows, buffering and writing them
+// in batches, and the per-experiment window cache that reports and guardrails read.
+
+#include <cmath>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto/convert.h"
+#include "common/proto/time.h"
+#include "common/string_view_compat.h"
+#include "server/api/explain.h"
+#include "server/experiments/aggregate.h"
+#include "server/experiments/controller.h"
+#include "server/experiments/controller_internal.h"
+#include "server/experiments/convert.h"
+#include "server/log.h"
+
+namespace rxfleet::server {
+namespace {
+
+using common::ToAbslView;
+
+absl::Status CheckString(std::string_view field, const std::string& value, bool required) {
+  if (required && value.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metric_window.", ToAbslView(field), ": required"));
+  }
+  if (value.size() > kMaxWindowStringLength) {
+    return absl::InvalidArgumentError(absl::StrCat("metric_window.", ToAbslView(field),
+                                                   ": longer than ", kMaxWindowStringLength,
+                                                   " characters"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckValue(std::string_view field, double value, double max) {
+  if (!std::isfinite(value) || value < 0 || value > max) {
+    return absl::InvalidArgumentError(absl::StrCat("metric_window.", ToAbslView(field), ": ", value,
+                                                   " is not a finite value in 0..", max));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+using common::TimeFromProto;
+using controller_internal::PhaseName;
+using experiments::Experiment;
+
+absl::Status ExperimentController::AcceptWindow(std::string_view host_id,
+                                                const v1::MetricWindow& window) {
+  const absl::Time now = options_.clock();
+  auto reject = [this](absl::Status status) {
+    deps_.metrics->metric_windows_rejected->Increment();
+    return status;
+  };
+  for (const auto& [field, value, required] :
+       {std::tuple<std::string_view, const std::string&, bool>{"adapter_id", window.adapter_id(),
+                                                               true},
+        {"experiment", window.experiment(), true},
+        {"arm", window.arm(), true},
+        {"invalid_reason", window.invalid_reason(), false}}) {
+    if (absl::Status s = CheckString(field, value, required); !s.ok()) return reject(s);
+  }
+  absl::StatusOr<v1::Adapter> adapter = deps_.registry->GetAdapter(host_id, window.adapter_id());
+  if (!adapter.ok()) {
+    return reject(absl::InvalidArgumentError(
+        absl::StrCat("metric_window.adapter_id: ", adapter.status().message())));
+  }
+  for (const auto& [field, value, max] :
+       {std::tuple<std::string_view, double, double>{"rtt.mean_seconds",
+                                                     window.rtt().mean_seconds(), 3600},
+        {"rtt.p99_seconds", window.rtt().p99_seconds(), 3600},
+        {"busiest_core_ratio", window.busiest_core_ratio(), 1},
+        {"host_cpu_ratio", window.host_cpu_ratio(), 1}}) {
+    if (absl::Status s = CheckValue(field, value, max); !s.ok()) return reject(s);
+  }
+  if (!window.has_window_start_time() || !window.has_window_duration()) {
+    return reject(absl::InvalidArgumentError(
+        "metric_window.window_start_time and window_duration: required"));
+  }
+  const absl::Time start = TimeFromProto(window.window_start_time());
+  const absl::Duration duration = common::DurationFromProto(window.window_duration());
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(window.experiment());
+  if (it == entries_.end()) {
+    return reject(absl::InvalidArgumentError(
+        absl::StrCat("metric_window.experiment: no experiment ", window.experiment())));
+  }
+  Entry& entry = it->second;
+  const Experiment& e = entry.experiment;
+  if (!Running(entry)) {
+    const bool recent = entry.proto.status().has_end_time() &&
+                        now - TimeFromProto(entry.proto.status().end_time()) < e.window_length;
+    if (!recent) {
+      return reject(absl::InvalidArgumentError(
+          absl::StrCat("metric_window.experiment: experiment ", window.experiment(), " is ",
+                       PhaseName(entry.proto.status().phase()))));
+    }
+  }
+  if (!e.ArmIndex(window.arm())) {
+    return reject(absl::InvalidArgumentError(absl::StrCat(
+        "metric_window.arm: experiment ", window.experiment(), " has no arm ", window.arm())));
+  }
+  if (duration <= absl::ZeroDuration() || duration > 2 * e.window_length) {
+    return reject(absl::InvalidArgumentError(
+        absl::StrCat("metric_window.window_duration: ", absl::FormatDuration(duration),
+                     " is not in (0, ", absl::FormatDuration(2 * e.window_length), "]")));
+  }
+  if (start + duration > now + e.window_length) {
+    return reject(absl::InvalidArgumentError(
+        "metric_window.window_start_time: the window ends in the future (agent clock ahead?)"));
+  }
+  if (entry.windows >= options_.max_windows_per_experiment) {
+    return reject(absl::ResourceExhaustedError(
+        absl::StrCat("experiment ", window.experiment(), " already has ", entry.windows,
+                     " windows, the most the server stores per experiment")));
+  }
+  if (pending_.size() >= kMaxPendingWindows) {
+    return reject(
+        absl::ResourceExhaustedError("too many metric windows wait for the database; dropping"));
+  }
+  StoredWindow stored;
+  stored.experiment = window.experiment();
+  stored.host_id = std::string(host_id);
+  stored.segment = experiments::SegmentValuesFor(e, AttributesOf(*adapter));
+  stored.window = window;
+  if (entry.cache.has_value() && stored.segment.size() == e.segment_keys.size()) {
+    entry.cache->push_back(experiments::WindowFromProto(window, host_id, stored.segment));
+  }
+  pending_.push_back(std::move(stored));
+  ++entry.windows;
+  if (window.valid()) ++entry.valid_windows;
+  deps_.metrics->metric_windows_stored->Increment();
+  return absl::OkStatus();
+}
+
+absl::Status ExperimentController::FlushLocked() {
+  if (pending_.empty()) return absl::OkStatus();
+  absl::Status s = deps_.store->AddWindows(pending_);
+  if (!s.ok()) {
+    deps_.metrics->store_write_failures->Increment();
+    if (!flush_failing_) {
+      Log(LogLevel::kError, absl::StrCat("cannot store ", pending_.size(),
+                                         " metric windows (will retry): ", s.message()));
+    }
+    flush_failing_ = true;
+    return s;
+  }
+  if (flush_failing_) Log(LogLevel::kInfo, "metric windows are stored again");
+  flush_failing_ = false;
+  pending_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status ExperimentController::FlushWindows() {
+  absl::MutexLock lock(&mu_);
+  return FlushLocked();
+}
+
+absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::Windows(
+    Entry& entry) {
+  if (entry.cache.has_value()) return &*entry.cache;
+  if (!Running(entry)) {  // one ended experiment in memory at a time
+    for (auto& [name, other] : entries_) {
+      if (!Running(other)) other.cache.reset();
+    }
+  }
+  std::vector<experiments::Window> windows;
+  windows.reserve(entry.windows);
+  const std::string& name = entry.proto.metadata().name();
+  absl::Status read = deps_.store->ForEachWindow(
+      name, [&](const std::string& host_id, std::vector<std::string> segment,
+                const v1::MetricWindow& window) {
+        windows.push_back(experiments::WindowFromProto(window, host_id, std::move(segment)));
+      });
+  if (!read.ok()) return read;
+  for (const StoredWindow& w : pending_) {
+    if (w.experiment == name) {
+      windows.push_back(experiments::WindowFromProto(w.window, w.host_id, w.segment));
+    }
+  }
+  // A window whose segment does not fit the experiment (impossible unless the database was
+  // edited) would fail the whole aggregation: leave it out.
+  std::erase_if(windows, [&](const experiments::Window& w) {
+    return w.segment.size() != entry.experiment.segment_keys.size() ||
+           w.duration <= absl::ZeroDuration();
+  });
+  entry.cache = std::move(windows);
+  return &*entry.cache;
+}
+
+}  // namespace rxfleet::server
