@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/reconcile/failure_reason.h"
 #include "agent/reconcile/reconciler.h"
 #include "agent/reconcile/transition.h"
 #include "agent/usb/observe.h"
