@@ -20,17 +20,28 @@ namespace {
 constexpr size_t kLabelWidth = 22;
 
 void Field(std::ostream& out, absl::string_view label, absl::string_view value) {
-  std::string line = absl::StrCat(label, ":");
-  if (line.size() < kLabelWidth)
-    line.resize(kLabelWidth, ' ');
-  else
-    line += ' ';
-  out << line << value << '\n';
+  PrintLabelled(out, label, value, kLabelWidth);
 }
 
-std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
-
 std::string YesNo(bool b) { return b ? "yes" : "no"; }
+
+void PrintSelector(const v1::AdapterSelector& sel, std::ostream& out) {
+  if (FormatSelector(sel) == "<all>") {
+    Field(out, "Selector", "<all adapters>");
+    return;
+  }
+  out << "Selector:\n";
+  if (!sel.match_labels().empty()) Field(out, "  Host labels", FormatLabels(sel.match_labels()));
+  if (!sel.usb_speeds().empty()) {
+    std::vector<std::string> speeds;
+    for (int speed : sel.usb_speeds())
+      speeds.push_back(UsbSpeedWord(static_cast<v1::UsbSpeed>(speed)));
+    Field(out, "  USB speeds", absl::StrJoin(speeds, ","));
+  }
+  if (!sel.chips().empty()) Field(out, "  Chips", absl::StrJoin(sel.chips(), ","));
+  if (!sel.vid_pids().empty()) Field(out, "  USB IDs", absl::StrJoin(sel.vid_pids(), ","));
+  if (!sel.adapters().empty()) Field(out, "  Adapters", absl::StrJoin(sel.adapters(), ","));
+}
 
 void PrintConditions(const google::protobuf::RepeatedPtrField<v1::Condition>& conditions,
                      absl::Time now, std::ostream& out) {
@@ -264,22 +275,7 @@ void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& even
   Field(out, "Generation", absl::StrCat(meta.generation()));
   Field(out, "Description", OrNone(spec.description()));
   Field(out, "Priority", absl::StrCat(spec.priority()));
-  const auto& sel = spec.selector();
-  if (FormatSelector(sel) == "<all>") {
-    Field(out, "Selector", "<all adapters>");
-  } else {
-    out << "Selector:\n";
-  }
-  if (!sel.match_labels().empty()) Field(out, "  Host labels", FormatLabels(sel.match_labels()));
-  if (!sel.usb_speeds().empty()) {
-    std::vector<std::string> speeds;
-    for (int speed : sel.usb_speeds())
-      speeds.push_back(UsbSpeedWord(static_cast<v1::UsbSpeed>(speed)));
-    Field(out, "  USB speeds", absl::StrJoin(speeds, ","));
-  }
-  if (!sel.chips().empty()) Field(out, "  Chips", absl::StrJoin(sel.chips(), ","));
-  if (!sel.vid_pids().empty()) Field(out, "  USB IDs", absl::StrJoin(sel.vid_pids(), ","));
-  if (!sel.adapters().empty()) Field(out, "  Adapters", absl::StrJoin(sel.adapters(), ","));
+  PrintSelector(spec.selector(), out);
   out << "Settings:\n";
   bool any = false;
   for (const std::string& field : SettingsFieldNames()) {
@@ -298,24 +294,6 @@ void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& even
 }
 
 namespace {
-
-void PrintSelector(const v1::AdapterSelector& sel, std::ostream& out) {
-  if (FormatSelector(sel) == "<all>") {
-    Field(out, "Selector", "<all adapters>");
-    return;
-  }
-  out << "Selector:\n";
-  if (!sel.match_labels().empty()) Field(out, "  Host labels", FormatLabels(sel.match_labels()));
-  if (!sel.usb_speeds().empty()) {
-    std::vector<std::string> speeds;
-    for (int speed : sel.usb_speeds())
-      speeds.push_back(UsbSpeedWord(static_cast<v1::UsbSpeed>(speed)));
-    Field(out, "  USB speeds", absl::StrJoin(speeds, ","));
-  }
-  if (!sel.chips().empty()) Field(out, "  Chips", absl::StrJoin(sel.chips(), ","));
-  if (!sel.vid_pids().empty()) Field(out, "  USB IDs", absl::StrJoin(sel.vid_pids(), ","));
-  if (!sel.adapters().empty()) Field(out, "  Adapters", absl::StrJoin(sel.adapters(), ","));
-}
 
 std::string FormatSegment(const google::protobuf::Map<std::string, std::string>& segment) {
   return segment.empty() ? "<all>" : FormatLabels(segment);

@@ -210,4 +210,16 @@ std::string FormatProtoDuration(const google::protobuf::Duration& duration) {
   return text;
 }
 
+void PrintLabelled(std::ostream& out, absl::string_view label, absl::string_view value,
+                   size_t label_width) {
+  std::string line = absl::StrCat(label, ":");
+  if (line.size() < label_width)
+    line.resize(label_width, ' ');
+  else
+    line += ' ';
+  out << line << value << '\n';
+}
+
+std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
+
 }  // namespace rxfleet::cli

@@ -2,10 +2,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/map.h"
@@ -87,5 +89,13 @@ std::string ProvenanceShort(const v1::Provenance& provenance);
 /// "local file /etc/rxfleet/policy.yaml, policy NAME (priority 5)", "experiment E arm A
 /// (priority 10, bundle 7)", "built-in default", "driver (no layer sets it)".
 std::string ProvenanceLong(const v1::Provenance& provenance);
+
+/// Writes one "label: value" line of the `describe` and `status` layouts: "<label>:" padded
+/// with spaces to `label_width` columns (at least one space after the colon), `value`, '\n'.
+void PrintLabelled(std::ostream& out, absl::string_view label, absl::string_view value,
+                   size_t label_width);
+
+/// `s`, or "<none>" when it is empty.
+std::string OrNone(const std::string& s);
 
 }  // namespace rxfleet::cli

@@ -15,15 +15,8 @@ namespace {
 constexpr size_t kLabelWidth = 16;
 
 void Field(std::ostream& out, absl::string_view label, absl::string_view value) {
-  std::string line = absl::StrCat(label, ":");
-  if (line.size() < kLabelWidth)
-    line.resize(kLabelWidth, ' ');
-  else
-    line += ' ';
-  out << line << value << '\n';
+  PrintLabelled(out, label, value, kLabelWidth);
 }
-
-std::string OrNone(const std::string& s) { return s.empty() ? "<none>" : s; }
 
 std::string LinkState(v1::ServerLinkState state) {
   std::string name = v1::ServerLinkState_Name(state);

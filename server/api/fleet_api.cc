@@ -225,19 +225,27 @@ v1::Policy FleetApi::WithStatus(const v1::Policy& policy, const PolicySnapshot& 
   return out;
 }
 
+void RecordAudit(EventLog& events, const Caller& caller, std::string_view kind,
+                 std::string_view action, std::string_view name, std::string_view detail,
+                 std::string_view old_version, std::string_view new_version, bool dry_run,
+                 const absl::Status& result) {
+  events.Record(BuildAuditEvent({.kind = std::string(kind),
+                                 .name = std::string(name),
+                                 .action = std::string(action),
+                                 .actor = caller.actor,
+                                 .detail = std::string(detail),
+                                 .old_resource_version = std::string(old_version),
+                                 .new_resource_version = std::string(new_version),
+                                 .dry_run = dry_run,
+                                 .result = result}),
+                absl::Now());
+}
+
 void FleetApi::Audit(const Caller& caller, std::string_view action, std::string_view policy,
                      std::string_view old_version, std::string_view new_version, bool dry_run,
                      const absl::Status& result) {
-  deps_.events->Record(BuildAuditEvent({.kind = "Policy",
-                                        .name = std::string(policy),
-                                        .action = std::string(action),
-                                        .actor = caller.actor,
-                                        .detail = "",
-                                        .old_resource_version = std::string(old_version),
-                                        .new_resource_version = std::string(new_version),
-                                        .dry_run = dry_run,
-                                        .result = result}),
-                       absl::Now());
+  RecordAudit(*deps_.events, caller, "Policy", action, policy, "", old_version, new_version,
+              dry_run, result);
 }
 
 std::vector<v1::Adapter> FleetApi::RegisteredAdapters() const {

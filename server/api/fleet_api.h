@@ -33,6 +33,16 @@ struct Caller {
   std::string actor = "unauthenticated";
 };
 
+/// Records in `events`, stamped now, the audit event of a change `caller` asked for, built by
+/// the one audit builder (server/registry/audit_event.h): object `kind` ("Policy",
+/// "Experiment", "Token") and `name`, the RPC `action`, `detail` appended to the object in the
+/// message (may be empty), the resource versions before and after ("" when there is none),
+/// whether it was a dry run, and the result.
+void RecordAudit(EventLog& events, const Caller& caller, std::string_view kind,
+                 std::string_view action, std::string_view name, std::string_view detail,
+                 std::string_view old_version, std::string_view new_version, bool dry_run,
+                 const absl::Status& result);
+
 struct FleetApiDeps {
   Store* store;
   Registry* registry;

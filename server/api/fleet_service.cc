@@ -12,7 +12,6 @@
 #include "server/api/family_guard.h"
 #include "server/api/status.h"
 #include "server/experiments/controller.h"
-#include "server/registry/audit_event.h"
 
 namespace rxfleet::server {
 namespace {
@@ -182,16 +181,8 @@ void FleetServiceImpl::AuditExperiment(const Caller& caller, std::string_view ac
                                        std::string_view name, std::string_view detail,
                                        std::string_view old_version, std::string_view new_version,
                                        bool dry_run, const absl::Status& result) {
-  events_->Record(BuildAuditEvent({.kind = "Experiment",
-                                   .name = std::string(name),
-                                   .action = std::string(action),
-                                   .actor = caller.actor,
-                                   .detail = std::string(detail),
-                                   .old_resource_version = std::string(old_version),
-                                   .new_resource_version = std::string(new_version),
-                                   .dry_run = dry_run,
-                                   .result = result}),
-                  absl::Now());
+  RecordAudit(*events_, caller, "Experiment", action, name, detail, old_version, new_version,
+              dry_run, result);
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListHosts(grpc::CallbackServerContext* context,

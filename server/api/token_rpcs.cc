@@ -8,7 +8,6 @@
 #include "common/string_view_compat.h"
 #include "server/api/fleet_service.h"
 #include "server/api/status.h"
-#include "server/registry/audit_event.h"
 
 namespace rxfleet::server {
 namespace {
@@ -31,16 +30,7 @@ v1::TokenInfo ToProto(const TokenRecord& record) {
 
 void FleetServiceImpl::AuditToken(const Caller& caller, std::string_view action,
                                   std::string_view name, const absl::Status& result) {
-  events_->Record(BuildAuditEvent({.kind = "Token",
-                                   .name = std::string(name),
-                                   .action = std::string(action),
-                                   .actor = caller.actor,
-                                   .detail = "",
-                                   .old_resource_version = "",
-                                   .new_resource_version = "",
-                                   .dry_run = false,
-                                   .result = result}),
-                  absl::Now());
+  RecordAudit(*events_, caller, "Token", action, name, "", "", "", false, result);
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::CreateToken(grpc::CallbackServerContext* context,

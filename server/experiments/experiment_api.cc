@@ -31,6 +31,20 @@ v1::ObjectReference AdapterRef(const v1::Adapter& adapter) {
   return ref;
 }
 
+/// Index of segment key `key` in experiment `name`'s segment keys (report filters and
+/// promotion segments name keys; both refuse an unknown one the same way).
+/// INVALID_ARGUMENT naming the experiment's keys when `key` is not one of them.
+absl::StatusOr<size_t> SegmentKeyIndex(const experiments::Experiment& e, const std::string& name,
+                                       const std::string& key) {
+  auto k = std::find(e.segment_keys.begin(), e.segment_keys.end(), key);
+  if (k == e.segment_keys.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment: '", key, "' is not a segment key of experiment ", name,
+                     " (keys: ", absl::StrJoin(e.segment_keys, ", "), ")"));
+  }
+  return static_cast<size_t>(k - e.segment_keys.begin());
+}
+
 }  // namespace
 
 using common::TimeFromProto;
@@ -237,13 +251,9 @@ absl::StatusOr<v1::ExperimentReport> ExperimentController::GetExperimentReport(
   const Experiment& e = entry.experiment;
   std::vector<std::pair<size_t, std::string>> filter;
   for (const auto& [key, value] : request.segment()) {
-    auto k = std::find(e.segment_keys.begin(), e.segment_keys.end(), key);
-    if (k == e.segment_keys.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("segment: '", key, "' is not a segment key of experiment ", request.name(),
-                       " (keys: ", absl::StrJoin(e.segment_keys, ", "), ")"));
-    }
-    filter.emplace_back(static_cast<size_t>(k - e.segment_keys.begin()), value);
+    absl::StatusOr<size_t> index = SegmentKeyIndex(e, request.name(), key);
+    if (!index.ok()) return index.status();
+    filter.emplace_back(*index, value);
   }
   if (!entry.assigner) {
     return absl::FailedPreconditionError(
@@ -299,13 +309,9 @@ absl::StatusOr<v1::PromoteExperimentResponse> ExperimentController::PromoteExper
   if (!request.segment().empty()) {
     promotion.segment.assign(e.segment_keys.size(), std::nullopt);
     for (const auto& [key, value] : request.segment()) {
-      auto k = std::find(e.segment_keys.begin(), e.segment_keys.end(), key);
-      if (k == e.segment_keys.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("segment: '", key, "' is not a segment key of experiment ", request.name(),
-                         " (keys: ", absl::StrJoin(e.segment_keys, ", "), ")"));
-      }
-      promotion.segment[static_cast<size_t>(k - e.segment_keys.begin())] = value;
+      absl::StatusOr<size_t> index = SegmentKeyIndex(e, request.name(), key);
+      if (!index.ok()) return index.status();
+      promotion.segment[*index] = value;
     }
   }
   absl::StatusOr<common::Policy> policy = experiments::BuildPromotionPolicy(e, promotion);
