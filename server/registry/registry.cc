@@ -1,3 +1,5 @@
+// Size reason: hosts, adapters and their bundles share one lock and one index; splitting
+// the file would split that invariant across files.
 #include "server/registry/registry.h"
 
 #include <optional>
