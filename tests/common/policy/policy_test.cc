@@ -1,5 +1,4 @@
 #include "common/policy/policy.h"
-#include "common/policy/selectors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/policy/selectors.h"
 #include "tests/common/fixture_path.h"
 
 namespace rxfleet::common {
