@@ -183,11 +183,14 @@ class CliIntegrationTest : public ::testing::Test {
 
 TEST_F(CliIntegrationTest, OperatorWorkflowAgainstARealFleet) {
   // 1. Both agents report; observed holds follow the built-in default (SuperSpeed 32 µs,
-  //    high-speed 1024 µs).
+  //    high-speed 1024 µs). Every rtw89 adapter of the lab is waited for: one applied after
+  //    this point would look like a write caused by step 3.
   auto before = WaitForAdapters([](const auto& a) {
-    return a.count("x86-lab/port-2-2") && a.count("x86-lab/port-2-1") && a.count("pi1/port-2-2") &&
+    return a.count("x86-lab/port-2-2") && a.count("x86-lab/port-2-1") &&
+           a.count("x86-lab/port-2-3") && a.count("pi1/port-2-2") &&
            ObservedHold(a.at("x86-lab/port-2-2")) == 32 &&
            ObservedHold(a.at("x86-lab/port-2-1")) == 1024 &&
+           ObservedHold(a.at("x86-lab/port-2-3")) == 32 &&
            ObservedHold(a.at("pi1/port-2-2")) == 1024;
   });
   ASSERT_TRUE(before.count("pi1/port-2-2"));

@@ -178,12 +178,16 @@ TEST_F(AgentTelemetryEmulatedTest, ExportsIdentityHoldAndTheModelReceiveRate) {
   EXPECT_THAT(*info, Contains(Pair("netdev", "lo")));
   EXPECT_THAT(*info, Contains(Pair("driver", "rtw89_8922au")));
   EXPECT_EQ(FindValue(*applied, "rxfleet_adapter_info", {{"adapter", kAdapter}}), 1);
-  // The lab's other adapters have identities too (the MediaTek one without a chip).
+  // The lab's other adapters have identities too; the MediaTek one is an observed mt76 chip.
   for (const char* other : {"port-2-3", "port-2-4", "port-2-5"}) {
     EXPECT_TRUE(FindValue(*applied, "rxfleet_adapter_info", {{"adapter", other}}).has_value())
         << other;
   }
-  EXPECT_EQ(FindValue(*applied, "rxfleet_adapter_info", {{"adapter", "port-2-5"}, {"chip", ""}}),
+  EXPECT_EQ(FindValue(*applied, "rxfleet_adapter_info",
+                      {{"adapter", "port-2-5"},
+                       {"chip", "MT7921AU"},
+                       {"family", "mt76"},
+                       {"managed", "false"}}),
             1);
 
   const double observed =
