@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/metrics/adapter_metrics.h"
+#include "agent/reconcile/adapter_record.h"
 #include "agent/reconcile/reconciler.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
@@ -31,7 +32,9 @@ bool SameStatus(const AdapterSnapshot& a, const AdapterSnapshot& b) {
          a.netdev == b.netdev && a.driver == b.driver && a.present == b.present &&
          a.phase == b.phase && a.reason == b.reason && a.message == b.message &&
          a.desired == b.desired && a.observed_reg0 == b.observed_reg0 &&
-         a.diagnoses == b.diagnoses && a.applied_bundle_version == b.applied_bundle_version;
+         a.diagnoses == b.diagnoses && a.applied_bundle_version == b.applied_bundle_version &&
+         a.chip_source == b.chip_source && a.topology == b.topology &&
+         a.quarantined == b.quarantined && a.last_io_burst == b.last_io_burst;
 }
 
 LogLevel PhaseLogLevel(AdapterPhase phase) {
@@ -52,22 +55,6 @@ LogLevel PhaseLogLevel(AdapterPhase phase) {
 absl::Time MonotonicNow() {
   return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
 }
-
-struct AdapterManager::Record {
-  explicit Record(const AdapterManagerOptions& options)
-      : backoff(options.backoff), limiter(options.drift_repair) {}
-
-  AdapterSnapshot snap;
-  // The reg 0 word last verified on this device (see StepInput::last_verified).
-  std::optional<uint32_t> last_verified;
-  Backoff backoff;
-  RepairRateLimiter limiter;
-  absl::Time next_due = absl::InfinitePast();
-  absl::Time gone_at = absl::InfiniteFuture();
-  // Phase/reason key of the last logged line, so identical states are logged once.
-  std::string logged_key;
-  bool published = false;
-};
 
 AdapterManager::AdapterManager(DeviceSource& source, UsbSysfs sysfs, AdapterManagerOptions options)
     : source_(source), sysfs_(std::move(sysfs)), options_(std::move(options)) {
@@ -182,15 +169,32 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   if (!changed) return;
 
   const bool reenumerated = !created && r.snap.present;
-  const DeviceAssessment assessment = AssessDevice(device);
+  const bool appeared = created || !r.snap.present || r.snap.device.bus != device.bus ||
+                        r.snap.device.devnum != device.devnum;
+  static const ChipCatalog kTableOnly;
+  const IdentifiedDevice identified = IdentifyDevice(
+      device, options_.chips ? *options_.chips : kTableOnly, BoundDriver(sysfs_, device.port_path));
+  const DeviceAssessment& assessment = identified.assessment;
   r.snap.id = id;
   r.snap.device = device;
   r.snap.peer_port_path = sysfs_.PeerPortPath(device.port_path).value_or("");
   r.snap.device_class = assessment.device_class;
-  r.snap.diagnoses = assessment.diagnoses;
+  r.identity_diagnoses = assessment.diagnoses;
+  r.snap.chip_source = std::string(ChipSourceName(identified.source));
+  r.snap.chip_origin = identified.origin;
   r.snap.chip = assessment.chip != nullptr ? std::string(assessment.chip->chip) : std::string();
   r.snap.layout =
       assessment.chip != nullptr ? std::optional(assessment.chip->layout) : std::nullopt;
+  r.snap.topology = ReadUsbTopology(sysfs_, device.port_path);
+  r.bos.reset();
+  if (assessment.device_class == DeviceClass::kSupported &&
+      device.speed == common::UsbSpeed::kHigh && device.bcd_usb >= 0x0201) {
+    // bcdUSB 0x0201+ devices have a BOS (USB 2.0 LPM ECN); a USB 3 device at high-speed keeps
+    // its SuperSpeed capability there.
+    if (absl::StatusOr<BosSpeeds> bos = source_.ReadBos(device); bos.ok()) r.bos = *bos;
+  }
+  AdapterEvents appearance_events;
+  if (appeared) OnAppearance(r, first_scan_done_, appearance_events);
   r.snap.present = true;
   if (auto netdev = sysfs_.Netdev(device.port_path)) {
     r.snap.netdev = netdev->name;
@@ -216,6 +220,9 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   switch (assessment.device_class) {
     case DeviceClass::kSupported:
       r.next_due = absl::InfinitePast();
+      if (!identified.assessment.diagnoses.empty()) {
+        absl::StrAppend(&message, "; ", identified.assessment.diagnoses.front().message);
+      }
       break;
     case DeviceClass::kStorageMode:
       phase = AdapterPhase::kStorageMode;
@@ -244,7 +251,8 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   r.snap.reason = std::move(reason);
   r.snap.message = std::move(message);
   r.logged_key.clear();  // a (re-)arrival is always worth a line
-  Publish(r, {});
+  RefreshDiagnoses(r, MonoNow());
+  Publish(r, appearance_events);
 }
 
 void AdapterManager::MarkGone(Record& r, std::string_view reason, std::string message) {
@@ -266,6 +274,7 @@ absl::Status AdapterManager::Rescan() {
     Upsert(device);
     seen[sysfs_.StableAdapterId(device.port_path)] = true;
   }
+  first_scan_done_ = true;
   for (auto& [id, record] : records_) {
     if (record->snap.present && !seen.contains(id)) {
       MarkGone(*record, "Unplugged", "not found by a rescan");
@@ -354,6 +363,7 @@ void AdapterManager::Reconcile(Record& r) {
   const absl::Time wall = WallNow();
   const common::RxAggLayout layout = *r.snap.layout;
   const AdapterPhase previous_phase = r.snap.phase;
+  if (HoldOff(r, mono)) return;
 
   if (auto netdev = sysfs_.Netdev(r.snap.device.port_path)) {
     r.snap.netdev = netdev->name;
@@ -394,6 +404,7 @@ void AdapterManager::Reconcile(Record& r) {
     events.failure_reason = failure;
     r.snap.last_failure_reason = failure;
     ++r.snap.counters.failures;
+    r.burst.OnFailure(failure);
     if (absl::IsUnavailable(status)) {
       MarkGone(r, "DeviceGone", absl::StrCat(ToAbslView(what), ": ", status.message()));
       rescan_requested_ = true;
@@ -434,6 +445,8 @@ void AdapterManager::Reconcile(Record& r) {
   input.last_verified = r.last_verified;
   input.drift_repair_allowed = r.limiter.NextAvailable(mono) <= mono;
   const StepResult step = ReconcileRegisters(**io, input);
+  r.burst.OnFailedTransfers(FailureReasonFromStatus((*io)->last_failed_attempt()),
+                            (*io)->failed_attempts());
   io->reset();  // close the handle right away: an open handle keeps libusb polling
 
   const uint32_t address = common::GetRxAggLayoutSpec(layout).reg0_address;
@@ -451,6 +464,22 @@ void AdapterManager::Reconcile(Record& r) {
     r.snap.last_apply_time = wall;
   }
 
+  if (step.outcome != StepOutcome::kDeviceError) {
+    // Any completed exchange ends a burst of failed transfers: one event, not drift (the
+    // failed reads produced no value, so nothing was compared or written on them).
+    if (std::optional<IoBurst> burst = r.burst.OnSuccess(wall)) {
+      ++r.snap.counters.io_error_bursts;
+      r.snap.last_io_burst = burst;
+      if (options_.log) {
+        options_.log(LogLevel::kWarning,
+                     absl::StrFormat("adapter=%s io_error_burst ended: %d failed transfers, "
+                                     "reason=%s errno=%s(%d); nothing was written on a failed read",
+                                     r.snap.id, burst->count, burst->reason, burst->errno_name,
+                                     burst->errno_value));
+      }
+      events.io_burst_ended = std::move(burst);
+    }
+  }
   switch (step.outcome) {
     case StepOutcome::kInSync:
       r.last_verified = step.observed;

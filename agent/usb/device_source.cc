@@ -14,4 +14,8 @@ std::string_view HotplugEventName(HotplugEvent event) {
 
 DeviceSource::~DeviceSource() = default;
 
+absl::StatusOr<BosSpeeds> DeviceSource::ReadBos(const UsbDeviceInfo& /*device*/) {
+  return absl::UnimplementedError("this device source cannot read BOS descriptors");
+}
+
 }  // namespace rxfleet::agent

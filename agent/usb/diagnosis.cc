@@ -3,20 +3,6 @@
 #include "absl/strings/str_format.h"
 
 namespace rxfleet::agent {
-namespace {
-
-// bcdUSB of a device that implements USB 3.0 or later.
-constexpr uint16_t kBcdUsb3 = 0x0300;
-
-bool IsUsb2OrSlower(common::UsbSpeed speed) {
-  return speed == common::UsbSpeed::kLow || speed == common::UsbSpeed::kFull ||
-         speed == common::UsbSpeed::kHigh;
-}
-
-std::string FormatBcd(uint16_t bcd) { return absl::StrFormat("%x.%02x", bcd >> 8, bcd & 0xFF); }
-
-}  // namespace
-
 std::string_view DeviceClassName(DeviceClass device_class) {
   switch (device_class) {
     case DeviceClass::kSupported:
@@ -46,14 +32,6 @@ DeviceAssessment AssessDevice(const UsbDeviceInfo& device) {
   if (const common::ChipId* chip = common::LookupChip(device.vid, device.pid); chip != nullptr) {
     assessment.device_class = DeviceClass::kSupported;
     assessment.chip = chip;
-    if (device.bcd_usb >= kBcdUsb3 && IsUsb2OrSlower(device.speed)) {
-      assessment.diagnoses.push_back(
-          {std::string(kDiagnosisUsb3CapableAtUsb2),
-           absl::StrFormat("%s (%s) supports USB %s but runs at %s: running at USB 2; "
-                           "throughput capped near 300 Mbit/s (use a USB 3 port, cable or hub)",
-                           id, chip->chip, FormatBcd(device.bcd_usb),
-                           common::UsbSpeedDisplayName(device.speed))});
-    }
     return assessment;
   }
   if (device.vid == kRealtekVid) {

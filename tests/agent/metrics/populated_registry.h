@@ -65,8 +65,8 @@ class PopulatedRegistry {
     sampler_ = std::make_unique<Sampler>(
         r, std::vector<Collector*>{traffic_.get(), cpu_.get(), windows_.get()}, sampler_options);
 
-    adapters_->SetAdapter(
-        {"port-2-2", "RTL8922AU", "0bda", "8912", "super", "2-2", "wlan0", "rtw89_8922au"});
+    adapters_->SetAdapter({"port-2-2", "RTL8922AU", "0bda", "8912", "super", "2-2", "wlan0",
+                           "rtw89_8922au", "table", "2", "", "true"});
     adapters_->SetState("port-2-2", AdapterState::kApplied);
     adapters_->SetDesiredHold("port-2-2", 32e-6);
     adapters_->SetObservedHold("port-2-2", 32e-6);
@@ -76,7 +76,8 @@ class PopulatedRegistry {
     adapters_->CountDriftRepair("port-2-2");
     adapters_->CountFailure("port-2-2", "timeout");
     adapters_->SetExperimentArm("port-2-2", "hold-usb3-pi5", "short");
-    adapters_->SetAdapter({"port-1-3", "RTL8852BU", "0bda", "b832", "high", "1-3", "", ""});
+    adapters_->SetAdapter({"port-1-3", "RTL8852BU", "0bda", "b832", "high", "1-3", "", "", "table",
+                           "1", "", "false"});
     adapters_->SetState("port-1-3", AdapterState::kStorageMode);
     adapters_->SetDiagnosis("port-1-3", "storage_mode_stuck", true);
 
