@@ -26,6 +26,8 @@ std::string Describe(const SpeedFacts& f) {
 bool DriverSwitchesToUsb3(std::string_view chip) { return !chip.empty() && chip != "rtl8851bu"; }
 
 bool Usb3Capable(const SpeedFacts& facts) {
+  // A device that declares USB 3.0 or later in its device descriptor is one, whatever the link.
+  if (facts.device.bcd_usb >= 0x0300) return true;
   if (facts.bos) return facts.bos->superspeed || facts.bos->superspeed_plus;
   return DriverSwitchesToUsb3(facts.chip);
 }

@@ -40,8 +40,8 @@ struct SpeedFacts {
   absl::Duration settle = absl::ZeroDuration();
 };
 
-/// True when the adapter can run at SuperSpeed: its BOS says so, or, without a BOS, its chip
-/// is one the driver switches to USB 3.
+/// True when the adapter can run at SuperSpeed: bcdUSB >= 0x0300, or its BOS says so, or,
+/// without a BOS, its chip is one the driver switches to USB 3.
 bool Usb3Capable(const SpeedFacts& facts);
 
 /// True while a USB 3-capable adapter at high-speed on a connector with a USB 3 partner waits

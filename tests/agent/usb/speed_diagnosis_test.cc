@@ -117,6 +117,14 @@ TEST(SpeedDiagnosisTest, NothingForSuperSpeedOrUsb2Devices) {
   EXPECT_EQ(DiagnoseSpeed(f)->code, "usb3_switch_pending");
 }
 
+TEST(SpeedDiagnosisTest, Usb3BcdUsbCountsWithoutABosCapability) {
+  SpeedFacts f = HighSpeedBe6500();
+  f.bos = BosSpeeds{false, false};
+  f.device.bcd_usb = 0x0320;
+  f.at_speed_for = absl::Seconds(10);
+  EXPECT_EQ(DiagnoseSpeed(f)->code, "usb3_switch_failed");
+}
+
 TEST(ChipIdentityTest, DriverNamesGiveChips) {
   EXPECT_THAT(ChipFromDriverName("rtw89_8922au"), Optional(std::string_view("rtl8922au")));
   EXPECT_THAT(ChipFromDriverName("rtw89_8852au_git"), Optional(std::string_view("rtl8852au")));
