@@ -164,18 +164,25 @@ absl::StatusOr<libusb_device*> LibusbDeviceSource::Locate(libusb_device** list, 
   return match;
 }
 
-absl::StatusOr<BosSpeeds> LibusbDeviceSource::ReadBos(const UsbDeviceInfo& device) {
+absl::StatusOr<libusb_device_handle*> LibusbDeviceSource::OpenLocated(
+    const UsbDeviceInfo& device) const {
   libusb_device** raw_list = nullptr;
   const ssize_t count = libusb_get_device_list(context_.get(), &raw_list);
   if (count < 0) return StatusFromLibusb(static_cast<int>(count), "listing USB devices");
-  const DeviceList list(raw_list);
+  const DeviceList list(raw_list);  // libusb_open keeps its own reference to the device
   absl::StatusOr<libusb_device*> match = Locate(raw_list, count, device);
   if (!match.ok()) return match.status();
-  libusb_device_handle* raw_handle = nullptr;
-  if (const int rc = libusb_open(*match, &raw_handle); rc < 0) {
+  libusb_device_handle* handle = nullptr;
+  if (const int rc = libusb_open(*match, &handle); rc < 0) {
     return StatusFromLibusb(rc, absl::StrCat("opening USB device ", DescribeForError(device)));
   }
-  const std::unique_ptr<libusb_device_handle, void (*)(libusb_device_handle*)> handle(raw_handle,
+  return handle;
+}
+
+absl::StatusOr<BosSpeeds> LibusbDeviceSource::ReadBos(const UsbDeviceInfo& device) {
+  absl::StatusOr<libusb_device_handle*> raw_handle = OpenLocated(device);
+  if (!raw_handle.ok()) return raw_handle.status();
+  const std::unique_ptr<libusb_device_handle, void (*)(libusb_device_handle*)> handle(*raw_handle,
                                                                                       libusb_close);
   // wTotalLength of an adapter's BOS is a few dozen bytes; 255 covers every capability set the
   // USB 3.2 spec defines for a device of this kind.
@@ -194,20 +201,10 @@ absl::StatusOr<BosSpeeds> LibusbDeviceSource::ReadBos(const UsbDeviceInfo& devic
 
 absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenRegisterIo(
     const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses) {
-  libusb_device** raw_list = nullptr;
-  const ssize_t count = libusb_get_device_list(context_.get(), &raw_list);
-  if (count < 0) return StatusFromLibusb(static_cast<int>(count), "listing USB devices");
-  const DeviceList list(raw_list);
-
-  absl::StatusOr<libusb_device*> match = Locate(raw_list, count, device);
-  if (!match.ok()) return match.status();
-
-  libusb_device_handle* handle = nullptr;
-  if (const int rc = libusb_open(*match, &handle); rc < 0) {
-    return StatusFromLibusb(rc, absl::StrCat("opening USB device ", DescribeForError(device)));
-  }
+  absl::StatusOr<libusb_device_handle*> handle = OpenLocated(device);
+  if (!handle.ok()) return handle.status();
   absl::StatusOr<std::unique_ptr<LibusbRegisterIo>> io = LibusbRegisterIo::Create(
-      std::make_unique<LibusbControlTransport>(handle, context_), std::move(allowed_addresses));
+      std::make_unique<LibusbControlTransport>(*handle, context_), std::move(allowed_addresses));
   if (!io.ok()) return io.status();  // the transport closed the handle
   return std::unique_ptr<RegisterIo>(std::move(*io));
 }

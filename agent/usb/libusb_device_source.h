@@ -22,6 +22,7 @@
 
 struct libusb_context;
 struct libusb_device;
+struct libusb_device_handle;
 
 namespace rxfleet::agent {
 
@@ -78,6 +79,8 @@ class LibusbDeviceSource : public DeviceSource {
   // `list` (count entries); Unavailable if it is gone or was replaced.
   absl::StatusOr<libusb_device*> Locate(libusb_device** list, ssize_t count,
                                         const UsbDeviceInfo& device) const;
+  // Locates `device` (as Locate) and opens a handle to it; the caller closes it.
+  absl::StatusOr<libusb_device_handle*> OpenLocated(const UsbDeviceInfo& device) const;
   // Describes a non-hub device; nullopt for hubs and devices whose descriptor is unreadable.
   std::optional<UsbDeviceInfo> Describe(libusb_device* device) const;
   // Called by libusb (any event-handling thread) for each arrival/departure.
