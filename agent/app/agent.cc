@@ -122,6 +122,15 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
   AdapterManagerOptions manager_options;
   manager_options.reconcile_period = agent->options_.reconcile_period;
   manager_options.gone_retention = agent->options_.gone_retention;
+  manager_options.settle = agent->options_.settle;
+  manager_options.reenumeration_loop = {agent->options_.reenumeration_loop_count,
+                                        agent->options_.reenumeration_loop_window};
+  {
+    std::vector<std::string> chip_errors;
+    manager_options.chips = std::make_shared<const ChipCatalog>(
+        ChipCatalog::Load(agent->options_.chips_dir, &chip_errors));
+    for (const std::string& e : chip_errors) agent->log_(LogLevel::kWarning, e);
+  }
   manager_options.log = agent->log_;
   agent->manager_ = std::make_unique<AdapterManager>(
       *agent->source_, UsbSysfs(agent->options_.sysfs_root), std::move(manager_options));

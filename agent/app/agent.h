@@ -52,6 +52,14 @@ struct AgentOptions {
   absl::Duration policy_poll_period = absl::Seconds(2);
   /// How long unplugged adapters stay listed (state gone).
   absl::Duration gone_retention = absl::Minutes(10);
+  /// No register write this long after an adapter's arrival, nor while its USB 2 -> 3 switch
+  /// is pending (AdapterManagerOptions::settle). Default 5 s: the field saw 3.46 s.
+  absl::Duration settle = absl::Seconds(5);
+  /// Re-enumeration loop quarantine: more than `count` appearances within `window`.
+  int reenumeration_loop_count = 5;
+  absl::Duration reenumeration_loop_window = absl::Seconds(30);
+  /// Directory of chip-table extension files (*.tsv, ChipCatalog::Load); missing is fine.
+  std::string chips_dir = "/etc/rxfleet/chips.d";
   std::string sysfs_root = "/sys";
   std::string procfs_root = "/proc";
   /// State that must survive restarts (the server link's last good bundle). Touched only with

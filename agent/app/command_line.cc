@@ -196,6 +196,10 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   std::string rescan_period;
   std::string metric_window;
   std::string sysfs_root;
+  std::string settle;
+  std::string chips_dir;
+  int loop_count = 0;
+  std::string loop_window;
   std::string procfs_root;
   std::string state_dir;
   std::string status_socket;
@@ -230,6 +234,19 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   app.add_option("--metric-window", metric_window,
                  "Length of per-adapter metric windows for experiments (default 60s)");
   app.add_option("--sysfs-root", sysfs_root, "Where sysfs is mounted (default /sys)");
+  app.add_option("--settle", settle,
+                 "No register write this long after an adapter arrives or while its USB 2 -> 3 "
+                 "switch is pending, e.g. 5s; 0 disables (default 5s)");
+  app.add_option("--chips-dir", chips_dir,
+                 "Chip-table extension files (*.tsv, the shipped table's columns) (default "
+                 "/etc/rxfleet/chips.d, missing is fine)");
+  app.add_option("--reenumeration-loop-count", loop_count,
+                 "Quarantine an adapter that appears more than this many times within "
+                 "--reenumeration-loop-window (default 5)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--reenumeration-loop-window", loop_window,
+                 "Window of the re-enumeration loop count, and how long a quarantined adapter "
+                 "must stay put to be released (default 30s)");
   app.add_option("--procfs-root", procfs_root, "Where procfs is mounted (default /proc)");
   app.add_option("--state-dir", state_dir,
                  "State kept across restarts, e.g. the last good server bundle (default "
@@ -335,6 +352,21 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
     if (!parsed.ok()) return usage(absl::StrCat(flag.name, ": ", parsed.status().message()));
     flag.target = *parsed;
   }
+  if (!loop_window.empty()) {
+    auto parsed = ParsePeriod(loop_window);
+    if (!parsed.ok()) {
+      return usage(absl::StrCat("--reenumeration-loop-window: ", parsed.status().message()));
+    }
+    o.reenumeration_loop_window = *parsed;
+  }
+  if (loop_count > 0) o.reenumeration_loop_count = loop_count;
+  if (!settle.empty()) {
+    absl::StatusOr<absl::Duration> parsed =
+        settle == "0" ? absl::StatusOr<absl::Duration>(absl::ZeroDuration()) : ParsePeriod(settle);
+    if (!parsed.ok()) return usage(absl::StrCat("--settle: ", parsed.status().message()));
+    o.settle = *parsed;
+  }
+  if (!chips_dir.empty()) o.chips_dir = chips_dir;
   if (!sysfs_root.empty()) o.sysfs_root = sysfs_root;
   if (!procfs_root.empty()) o.procfs_root = procfs_root;
   if (!state_dir.empty()) o.state_dir = state_dir;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/chips/rx_agg.h"
 #include "common/units.h"
 #include "common/usb_speed.h"
@@ -48,6 +49,30 @@ std::string Source(const AdapterSnapshot& s) {
 size_t Width(const std::string& text) {
   return static_cast<size_t>(
       std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+nlohmann::json TopologyToJson(const AdapterSnapshot& s) {
+  const UsbTopology& t = s.topology;
+  nlohmann::json hubs = nlohmann::json::array();
+  for (const HubHop& hop : t.hubs) {
+    hubs.push_back({{"port_path", hop.port_path},
+                    {"usb_speed", std::string(common::UsbSpeedName(hop.speed))},
+                    {"upstream_peer", OrNull(hop.upstream_peer)}});
+  }
+  nlohmann::json appearances = nlohmann::json::array();
+  for (const Appearance& a : s.appearances) {
+    appearances.push_back({{"bus", a.bus},
+                           {"devnum", a.devnum},
+                           {"port_path", a.port_path},
+                           {"usb_speed", std::string(common::UsbSpeedName(a.speed))},
+                           {"at", absl::FormatTime(absl::RFC3339_sec, a.at, absl::UTCTimeZone())}});
+  }
+  return {{"port_path", t.port_path},
+          {"root_hub_speed", std::string(common::UsbSpeedName(t.root_speed))},
+          {"hubs", hubs},
+          {"usb3_partner", t.Usb3Partner()},
+          {"peer_port_path", OrNull(t.peer_port_path)},
+          {"appearances", appearances}};
 }
 
 }  // namespace
@@ -119,6 +144,22 @@ nlohmann::json AdapterToJson(const AdapterSnapshot& s) {
     diagnoses.push_back({{"code", d.code}, {"message", d.message}});
   }
   j["diagnoses"] = diagnoses;
+  j["chip_source"] = OrNull(s.chip_source);
+  j["chip_origin"] = OrNull(s.chip_origin);
+  j["topology"] = TopologyToJson(s);
+  j["quarantined"] = s.quarantined;
+  j["counters"]["io_error_bursts"] = s.counters.io_error_bursts;
+  j["counters"]["reenumeration_loops"] = s.counters.reenumeration_loops;
+  if (s.last_io_burst) {
+    j["last_io_burst"] = {{"reason", s.last_io_burst->reason},
+                          {"errno", OrNull(s.last_io_burst->errno_name)},
+                          {"errno_value", s.last_io_burst->errno_value},
+                          {"count", s.last_io_burst->count},
+                          {"ended", absl::FormatTime(absl::RFC3339_sec, s.last_io_burst->ended,
+                                                     absl::UTCTimeZone())}};
+  } else {
+    j["last_io_burst"] = nullptr;
+  }
   return j;
 }
 

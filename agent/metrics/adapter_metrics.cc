@@ -35,7 +35,11 @@ Labels InfoLabels(const AdapterLabels& l) {
           {"netdev", l.netdev},
           {"driver", l.driver},
           {"family", l.family},
-          {"managed", l.managed}};
+          {"managed", l.managed},
+          {"chip_source", l.chip_source},
+          {"bus", l.bus},
+          {"hub_chain", l.hub_chain},
+          {"usb3_partner", l.usb3_partner}};
 }
 
 }  // namespace
@@ -77,7 +81,9 @@ AdapterMetrics::AdapterMetrics(prometheus::Registry& registry)
     : info_(prometheus::BuildGauge()
                 .Name("rxfleet_adapter_info")
                 .Help("Adapter identity: chip, USB IDs, negotiated USB speed, port path, netdev "
-                      "and driver as labels (value is always 1).")
+                      "and driver as labels, where the chip identification came from, and the "
+                      "USB topology (bus, hub chain with speeds, USB 3 partner) (value is "
+                      "always 1).")
                 .Register(registry)),
       state_(prometheus::BuildGauge()
                  .Name("rxfleet_adapter_state")

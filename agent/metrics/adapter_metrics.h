@@ -21,16 +21,20 @@ namespace rxfleet::agent {
 /// it: `rxfleet_adapter_hold_observed_seconds * on(adapter) group_left(chip, usb_speed)
 /// rxfleet_adapter_info`.
 struct AdapterLabels {
-  std::string adapter_id;  ///< stable id ("port-2-2"); label `adapter`
-  std::string chip;        ///< "RTL8922AU"
-  std::string vid;         ///< 4 lowercase hex digits, "0bda"
-  std::string pid;         ///< 4 lowercase hex digits, "8912"
-  std::string usb_speed;   ///< common::UsbSpeedName: "high", "super", "super_plus", ...
-  std::string port_path;   ///< kernel port path at the moment, "2-2"
-  std::string netdev;      ///< interface name, empty if none
-  std::string driver;      ///< bound driver, "rtw89_8922au"; empty if none
-  std::string family;      ///< chip family "rtw89", "rtw88", "mt76"; empty if in no table
-  std::string managed;     ///< "true" when rxfleet holds RX aggregation (rtw89), else "false"
+  std::string adapter_id;    ///< stable id ("port-2-2"); label `adapter`
+  std::string chip;          ///< "RTL8922AU"
+  std::string vid;           ///< 4 lowercase hex digits, "0bda"
+  std::string pid;           ///< 4 lowercase hex digits, "8912"
+  std::string usb_speed;     ///< common::UsbSpeedName: "high", "super", "super_plus", ...
+  std::string port_path;     ///< kernel port path at the moment, "2-2"
+  std::string netdev;        ///< interface name, empty if none
+  std::string driver;        ///< bound driver, "rtw89_8922au"; empty if none
+  std::string family;        ///< chip family "rtw89", "rtw88", "mt76"; empty if in no table
+  std::string managed;       ///< "true" when rxfleet holds RX aggregation (rtw89), else "false"
+  std::string chip_source;   ///< "table", "chips.d", "driver"; empty if not identified
+  std::string bus;           ///< bus number at the moment, "2"
+  std::string hub_chain;     ///< "1-1:high>1-1.4:super"; empty on a root port
+  std::string usb3_partner;  ///< "true" if the connector can carry SuperSpeed, else "false"
 
   friend bool operator==(const AdapterLabels&, const AdapterLabels&) = default;
 };
@@ -67,7 +71,8 @@ std::optional<AdapterState> ParseAdapterState(std::string_view name);
 ///
 /// Series (all gauges unless `_total`; `adapter` label = adapter id):
 ///   rxfleet_adapter_info{adapter,chip,vid,pid,usb_speed,port_path,netdev,driver,family,
-///                        managed}  1
+///                        managed,chip_source,bus,hub_chain,usb3_partner}  1 (identity and USB
+///                        topology)
 ///   rxfleet_adapter_state{adapter,state}            1 for the current state, 0 for the others
 ///   rxfleet_adapter_hold_desired_seconds{adapter}   hold the policy wants (e.g. 3.2e-05)
 ///   rxfleet_adapter_hold_observed_seconds{adapter}  hold read back from the device

@@ -1,19 +1,22 @@
-// Size reason: the manager's record set, the rtw89 reconcile pass and the observe-only pass
-// share the private Record type, so they stay in one file (about 600 lines).
+// The AdapterManager's record set and the rtw89 reconcile pass. The observe-only pass is in
+// adapter_manager_observe.cc, settling and quarantine in adapter_manager_guard.cc; they share
+// the private Record type (adapter_record.h).
+// Size reason: arrival (identification, topology, BOS), the rtw89 pass and publishing all
+// update one record under the same invariants, so they stay together (about 570 lines).
 #include "agent/reconcile/adapter_manager.h"
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/reconcile/adapter_record.h"
 #include "agent/reconcile/failure_reason.h"
 #include "agent/reconcile/reconciler.h"
 #include "agent/reconcile/transition.h"
-#include "agent/usb/observe.h"
+#include "agent/sysfs/topology.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
 #include "common/usb_speed.h"
@@ -37,16 +40,9 @@ bool SameStatus(const AdapterSnapshot& a, const AdapterSnapshot& b) {
          a.phase == b.phase && a.reason == b.reason && a.message == b.message &&
          a.desired == b.desired && a.observed_reg0 == b.observed_reg0 &&
          a.diagnoses == b.diagnoses && a.applied_bundle_version == b.applied_bundle_version &&
-         a.family == b.family && a.observed_words == b.observed_words;
-}
-
-// sysfs netdev identity of the adapter, refreshed on every pass.
-// True when <netdev>/operstate (the directory above `statistics_dir`) reads "up".
-bool NetdevUp(const std::string& statistics_dir) {
-  if (statistics_dir.empty()) return false;
-  std::ifstream in(statistics_dir + "/../operstate");
-  std::string state;
-  return static_cast<bool>(in >> state) && state == "up";
+         a.family == b.family && a.observed_words == b.observed_words &&
+         a.chip_source == b.chip_source && a.topology == b.topology &&
+         a.quarantined == b.quarantined && a.last_io_burst == b.last_io_burst;
 }
 
 // "RTL8822BU/RTL8812BU" -> "rtl8822bu"; "MT76x2U e.g. MT7612U/MT7632U" -> "mt76x2u".
@@ -80,24 +76,6 @@ LogLevel PhaseLogLevel(AdapterPhase phase) {
 absl::Time MonotonicNow() {
   return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
 }
-
-struct AdapterManager::Record {
-  explicit Record(const AdapterManagerOptions& options)
-      : backoff(options.backoff), limiter(options.drift_repair) {}
-
-  AdapterSnapshot snap;
-  // The reg 0 word last verified on this device (see StepInput::last_verified).
-  std::optional<uint32_t> last_verified;
-  Backoff backoff;
-  RepairRateLimiter limiter;
-  absl::Time next_due = absl::InfinitePast();
-  absl::Time gone_at = absl::InfiniteFuture();
-  // Diagnoses of the device itself (AssessDevice), before any family pass adds its own.
-  std::vector<Diagnosis> base_diagnoses;
-  // Phase/reason key of the last logged line, so identical states are logged once.
-  std::string logged_key;
-  bool published = false;
-};
 
 AdapterManager::AdapterManager(DeviceSource& source, UsbSysfs sysfs, AdapterManagerOptions options)
     : source_(source), sysfs_(std::move(sysfs)), options_(std::move(options)) {
@@ -212,13 +190,21 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   if (!changed) return;
 
   const bool reenumerated = !created && r.snap.present;
-  const DeviceAssessment assessment = AssessDevice(device);
+  const bool appeared = created || !r.snap.present || r.snap.device.bus != device.bus ||
+                        r.snap.device.devnum != device.devnum;
+  static const ChipCatalog kTableOnly;
+  const IdentifiedDevice identified = IdentifyDevice(
+      device, options_.chips ? *options_.chips : kTableOnly, BoundDriver(sysfs_, device.port_path));
+  const DeviceAssessment& assessment = identified.assessment;
   r.snap.id = id;
   r.snap.device = device;
   r.snap.peer_port_path = sysfs_.PeerPortPath(device.port_path).value_or("");
   r.snap.device_class = assessment.device_class;
-  r.snap.diagnoses = assessment.diagnoses;
   r.base_diagnoses = assessment.diagnoses;
+  r.family_diagnoses.clear();
+  r.observed = assessment.observed;
+  r.snap.chip_source = std::string(ChipSourceName(identified.source));
+  r.snap.chip_origin = identified.origin;
   r.snap.chip = assessment.chip != nullptr ? std::string(assessment.chip->chip) : std::string();
   r.snap.family = assessment.chip != nullptr ? "rtw89" : "";
   if (assessment.observed != nullptr) {
@@ -229,6 +215,15 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   r.snap.observed_fields.clear();
   r.snap.layout =
       assessment.chip != nullptr ? std::optional(assessment.chip->layout) : std::nullopt;
+  r.snap.topology = ReadUsbTopology(sysfs_, device.port_path);
+  r.bos.reset();
+  if (HasPasses(r.snap) && device.speed == common::UsbSpeed::kHigh && device.bcd_usb >= 0x0201) {
+    // bcdUSB 0x0201+ devices have a BOS (USB 2.0 LPM ECN); a USB 3 device at high-speed keeps
+    // its SuperSpeed capability there. A standard descriptor read, never a register access.
+    if (absl::StatusOr<BosSpeeds> bos = source_.ReadBos(device); bos.ok()) r.bos = *bos;
+  }
+  AdapterEvents appearance_events;
+  if (appeared) OnAppearance(r, first_scan_done_, appearance_events);
   r.snap.present = true;
   RefreshNetdev(r);
   r.last_verified.reset();
@@ -247,6 +242,9 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
     case DeviceClass::kSupported:
     case DeviceClass::kObserved:
       r.next_due = absl::InfinitePast();
+      if (!assessment.diagnoses.empty()) {
+        absl::StrAppend(&message, "; ", assessment.diagnoses.front().message);
+      }
       break;
     case DeviceClass::kStorageMode:
       phase = AdapterPhase::kStorageMode;
@@ -275,7 +273,8 @@ void AdapterManager::Upsert(const UsbDeviceInfo& device) {
   r.snap.reason = std::move(reason);
   r.snap.message = std::move(message);
   r.logged_key.clear();  // a (re-)arrival is always worth a line
-  Publish(r, {});
+  RefreshDiagnoses(r, MonoNow());
+  Publish(r, appearance_events);
 }
 
 void AdapterManager::RefreshNetdev(Record& r) const {
@@ -304,6 +303,7 @@ absl::Status AdapterManager::Rescan() {
     Upsert(device);
     seen[sysfs_.StableAdapterId(device.port_path)] = true;
   }
+  first_scan_done_ = true;
   for (auto& [id, record] : records_) {
     if (record->snap.present && !seen.contains(id)) {
       MarkGone(*record, "Unplugged", "not found by a rescan");
@@ -391,6 +391,7 @@ void AdapterManager::Reconcile(Record& r) {
   const absl::Time mono = MonoNow();
   const absl::Time wall = WallNow();
   const common::RxAggLayout layout = *r.snap.layout;
+  if (HoldOff(r, mono)) return;
 
   RefreshNetdev(r);
 
@@ -431,7 +432,10 @@ void AdapterManager::Reconcile(Record& r) {
   absl::StatusOr<std::unique_ptr<RegisterIo>> io =
       source_.OpenRegisterIo(r.snap.device, common::RxAggRegisterAddresses(layout));
   if (!io.ok()) {
-    Apply(r, FailedTransition(in, io.status(), "OpenFailed", "cannot open the device"), mono, wall);
+    AdapterTransition failed =
+        FailedTransition(in, io.status(), "OpenFailed", "cannot open the device");
+    TrackBurst(r, true, FailureReasonFromStatus(io.status()), nullptr, wall, failed.events);
+    Apply(r, failed, mono, wall);
     return;
   }
   StepInput step_input;
@@ -440,12 +444,42 @@ void AdapterManager::Reconcile(Record& r) {
   step_input.last_verified = r.last_verified;
   step_input.drift_repair_allowed = repair_at <= mono;
   const StepResult step = ReconcileRegisters(**io, step_input);
+  AdapterTransition transition = StepTransition(in, step);
+  const bool failed = step.outcome == StepOutcome::kDeviceError;
+  TrackBurst(r, failed, failed ? FailureReasonFromStatus(step.status) : "", io->get(), wall,
+             transition.events);
   io->reset();  // close the handle right away: an open handle keeps libusb polling
   if (step.observed) {
     r.snap.observed_reg0 = step.observed;
     r.snap.observed_time = wall;
   }
-  Apply(r, StepTransition(in, step), mono, wall);
+  Apply(r, transition, mono, wall);
+}
+
+void AdapterManager::TrackBurst(Record& r, bool failed, std::string_view failure,
+                                const RegisterIo* io, absl::Time wall, AdapterEvents& events) {
+  if (io != nullptr) {
+    r.burst.OnFailedTransfers(FailureReasonFromStatus(io->last_failed_attempt()),
+                              io->failed_attempts());
+  }
+  if (failed) {
+    r.burst.OnFailure(failure);
+    return;
+  }
+  // Any completed exchange ends a burst of failed transfers: one event, not drift (the failed
+  // reads produced no value, so nothing was compared or written on them).
+  std::optional<IoBurst> burst = r.burst.OnSuccess(wall);
+  if (!burst) return;
+  ++r.snap.counters.io_error_bursts;
+  r.snap.last_io_burst = burst;
+  if (options_.log) {
+    options_.log(LogLevel::kWarning,
+                 absl::StrFormat("adapter=%s io_error_burst ended: %d failed transfers, "
+                                 "reason=%s errno=%s(%d); nothing was written on a failed read",
+                                 r.snap.id, burst->count, burst->reason, burst->errno_name,
+                                 burst->errno_value));
+  }
+  events.io_burst_ended = std::move(burst);
 }
 
 void AdapterManager::Apply(Record& r, const AdapterTransition& t, absl::Time mono,
@@ -489,76 +523,6 @@ void AdapterManager::Apply(Record& r, const AdapterTransition& t, absl::Time mon
     r.snap.message = t.phase->message;
   }
   Publish(r, events);
-}
-
-void AdapterManager::Observe(Record& r) {
-  const absl::Time wall = WallNow();
-  RefreshNetdev(r);
-  ObservationInput input;
-  input.chip = common::LookupObservedChip(r.snap.device.vid, r.snap.device.pid);
-  input.speed = r.snap.device.speed;
-  input.netdev_up = NetdevUp(r.snap.statistics_dir);
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = host_labels_.find("kernel"); it != host_labels_.end()) {
-      input.kernel_release = it->second;
-    }
-  }
-  const common::DriverLayout& layout = *input.chip->layout;
-  // Registers are read only while the netdev is up: the driver may have the chip in a power
-  // state where they read garbage (and a read would only be discarded).
-  if (input.netdev_up) {
-    absl::StatusOr<std::unique_ptr<RegisterIo>> io =
-        source_.OpenFamilyRegisterIo(r.snap.device, common::ReadAddresses(layout), layout.protocol);
-    absl::Status gone;
-    if (!io.ok()) {
-      if (absl::IsUnavailable(io.status())) gone = io.status();
-      input.read_errors.push_back(absl::StrCat("open: ", io.status().message()));
-    } else {
-      for (uint32_t address : common::ReadAddresses(layout)) {
-        absl::StatusOr<uint32_t> word = (*io)->Read32(address);
-        if (word.ok()) {
-          input.words[address] = *word;
-          continue;
-        }
-        if (absl::IsUnavailable(word.status())) gone = word.status();
-        input.read_errors.push_back(std::string(word.status().message()));
-        break;
-      }
-      io->reset();
-    }
-    if (!gone.ok()) {
-      r.snap.last_failure_reason = std::string(FailureReasonFromStatus(gone));
-      ++r.snap.counters.failures;
-      MarkGone(r, "DeviceGone", absl::StrCat("read failed: ", gone.message()));
-      rescan_requested_ = true;
-      Publish(r, AdapterEvents{.failure_reason = r.snap.last_failure_reason});
-      return;
-    }
-  }
-  const Observation observation = AssessObservation(input);
-  r.snap.diagnoses = r.base_diagnoses;
-  r.snap.diagnoses.insert(r.snap.diagnoses.end(), observation.diagnoses.begin(),
-                          observation.diagnoses.end());
-  if (observation.judged) {
-    r.snap.observed_words = input.words;
-    r.snap.observed_fields = observation.fields;
-    r.snap.observed_time = wall;
-  } else {
-    r.snap.observed_words.clear();
-    r.snap.observed_fields.clear();
-  }
-  if (r.snap.phase != AdapterPhase::kObserved) r.snap.phase_since = wall;
-  r.snap.phase = AdapterPhase::kObserved;
-  r.snap.reason = observation.judged ? "Observed" : "NotJudged";
-  std::string message =
-      absl::StrFormat("%s adapter, observe-only: registers read, never written", r.snap.family);
-  if (!observation.judged) {
-    absl::StrAppend(&message, "; values not judged: ", observation.not_judged_reason);
-  }
-  r.snap.message = std::move(message);
-  r.next_due = MonoNow() + options_.reconcile_period;
-  Publish(r, {});
 }
 
 void AdapterManager::LogTransition(Record& r) {

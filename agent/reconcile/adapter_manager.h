@@ -19,6 +19,7 @@
 #include "agent/reconcile/policy_set.h"
 #include "agent/reconcile/transition.h"
 #include "agent/sysfs/usb_sysfs.h"
+#include "agent/usb/chip_identity.h"
 #include "agent/usb/device_source.h"
 
 namespace rxfleet::agent {
@@ -37,6 +38,16 @@ struct AdapterManagerOptions {
   RepairRatePolicy drift_repair;
   /// How long a gone adapter stays in snapshots before it is dropped.
   absl::Duration gone_retention = absl::Minutes(10);
+  /// No register write within this long of an adapter's arrival after the first scan, nor while
+  /// a USB 3-capable adapter at high-speed on a connector with a USB 3 partner waits for the
+  /// driver's USB 2 -> 3 switch (usb3_switch_pending; the field saw the SuperSpeed
+  /// re-enumeration 3.46 s after the high-speed one, morrownr/rtw89 PR#123). Zero: no settling
+  /// (a high-speed adapter on such a connector is then usb3_switch_failed right away).
+  absl::Duration settle = absl::ZeroDuration();
+  /// Re-enumeration loop quarantine.
+  ReenumerationLoopPolicy reenumeration_loop;
+  /// Chip identification beyond the shipped table (chips.d extension). Null: table only.
+  std::shared_ptr<const ChipCatalog> chips;
   /// One line per adapter state change: "adapter=ID chip=CHIP ...". Null: no logging.
   LogSink log;
   /// Clocks, injectable for tests. Null: MonotonicNow / absl::Now.
@@ -47,11 +58,13 @@ struct AdapterManagerOptions {
 /// Owns the adapter records of one host and reconciles them: level-based, one adapter at a time,
 /// opening each device only for the duration of its pass.
 ///
-/// Classification (AssessDevice): supported rtw89 adapters are reconciled; rtw88 and mt76
-/// adapters (observe-only families) get read-only passes every reconcile_period (Observe);
-/// storage-mode
-/// (0bda:1a2b), unknown Realtek and other vendors' devices are reported with their diagnoses but
-/// never opened (zero control transfers). Hubs never reach here (DeviceSource excludes them).
+/// Classification (IdentifyDevice: chip tables, chips.d extension, bound driver): supported
+/// rtw89 adapters are reconciled; rtw88 and mt76 adapters (observe-only families) get read-only
+/// passes every reconcile_period (Observe); storage-mode (0bda:1a2b), unknown Realtek and other
+/// vendors' devices are reported with their diagnoses but never opened (zero control
+/// transfers). Hubs never reach here (DeviceSource excludes them). Every class gets its
+/// topology (ReadUsbTopology); supported and observe-only adapters at high-speed also their BOS
+/// and a speed finding (DiagnoseSpeed).
 ///
 /// A pass of a supported adapter: resolve the desired settings (PolicySet over the host labels),
 /// open register access restricted to the layout's RX aggregation registers
@@ -137,8 +150,19 @@ class AdapterManager {
   void Apply(Record& record, const AdapterTransition& transition, absl::Time mono, absl::Time wall);
   /// Read-only pass of an observe-only adapter (rtw88, mt76): reads the layout's registers with
   /// the family's protocol (which refuses writes), judges them (AssessObservation) and publishes
-  /// phase observed; never resolves policies or writes.
+  /// phase observed; never resolves policies or writes (adapter_manager_observe.cc).
   void Observe(Record& record);
+  /// Tracks I/O error bursts of a pass (IoBurstTracker): `failed` when the pass failed on a
+  /// transfer or open, `io` (may be null) the access it used. A success that ends a burst
+  /// counts it, logs it and sets events.io_burst_ended.
+  void TrackBurst(Record& record, bool failed, std::string_view failure, const RegisterIo* io,
+                  absl::Time wall, AdapterEvents& events);
+  // Settling and quarantine (adapter_manager_guard.cc): refreshes the diagnoses that depend on
+  // time and returns true (having published) when the pass must not touch the device.
+  bool HoldOff(Record& record, absl::Time mono);
+  void RefreshDiagnoses(Record& record, absl::Time mono);
+  void MaybeReleaseQuarantine(Record& record, absl::Time mono);
+  void OnAppearance(Record& record, bool arrival_after_start, AdapterEvents& events);
   void Publish(Record& record, const AdapterEvents& events);
   void LogTransition(Record& record);
   Record* FindPresentByLocation(uint8_t bus, uint8_t devnum);
@@ -155,6 +179,7 @@ class AdapterManager {
   // Owner thread only.
   std::map<std::string, std::unique_ptr<Record>, std::less<>> records_;
   bool rescan_requested_ = false;
+  bool first_scan_done_ = false;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::string> host_labels_ ABSL_GUARDED_BY(mu_);

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/reconcile/adapter_guard.h"
 #include "agent/reconcile/policy_set.h"
+#include "agent/sysfs/topology.h"
 #include "agent/usb/device_source.h"
 #include "agent/usb/diagnosis.h"
 #include "common/chips/chip_table.h"
@@ -39,13 +41,27 @@ std::string_view AdapterPhaseName(AdapterPhase phase);
 
 /// Activity counters since the agent started.
 struct AdapterCounters {
-  uint64_t applies = 0;        ///< register writes of desired settings
-  uint64_t verifies = 0;       ///< reads that compared the register with the desired settings
-  uint64_t drift_repairs = 0;  ///< applies that repaired drift
-  uint64_t failures = 0;       ///< failed opens/transfers and verify mismatches
-  uint64_t asleep = 0;         ///< reconcile attempts that found the chip asleep
+  uint64_t applies = 0;              ///< register writes of desired settings
+  uint64_t verifies = 0;             ///< reads that compared the register with the desired settings
+  uint64_t drift_repairs = 0;        ///< applies that repaired drift
+  uint64_t failures = 0;             ///< failed opens/transfers and verify mismatches
+  uint64_t asleep = 0;               ///< reconcile attempts that found the chip asleep
+  uint64_t io_error_bursts = 0;      ///< bursts of failed transfers that ended (IoBurst)
+  uint64_t reenumeration_loops = 0;  ///< quarantines for re-enumerating too often
 
   friend bool operator==(const AdapterCounters&, const AdapterCounters&) = default;
+};
+
+/// One enumeration of an adapter as the agent saw it (bus numbers change across the USB 2 -> 3
+/// switch: 3-3 at high-speed, 2-2 at SuperSpeed).
+struct Appearance {
+  uint8_t bus = 0;
+  uint8_t devnum = 0;
+  std::string port_path;
+  common::UsbSpeed speed = common::UsbSpeed::kUnknown;
+  absl::Time at = absl::UnixEpoch();  ///< wall clock
+
+  friend bool operator==(const Appearance&, const Appearance&) = default;
 };
 
 /// Everything the agent knows about one USB device it reports (supported or not), as one value.
@@ -104,6 +120,23 @@ struct AdapterSnapshot {
   std::optional<absl::Time> last_apply_time;
   /// Bundle version the last successful apply or verification used (0 without a bundle).
   uint64_t applied_bundle_version = 0;
+
+  /// Where the chip identification came from: "table", "chips.d", "driver" ("" when not
+  /// identified) and its detail (TSV name, "FILE:LINE", driver name).
+  std::string chip_source;
+  std::string chip_origin;
+  /// Port path, hub chain with speeds, USB 3 partner (ReadUsbTopology) of the last appearance.
+  UsbTopology topology;
+  /// The last appearances, oldest first (at most kMaxAppearances).
+  std::vector<Appearance> appearances;
+  static constexpr size_t kMaxAppearances = 16;
+  /// The last I/O error burst that ended, if any.
+  std::optional<IoBurst> last_io_burst;
+  /// Quarantined for re-enumerating too often: never written while set.
+  bool quarantined = false;
+  /// No register write before this wall-clock time (settle period after an arrival or while
+  /// the USB 3 switch is pending); UnixEpoch when not settling.
+  absl::Time settle_until = absl::UnixEpoch();
 };
 
 /// What one reconcile pass of an adapter did, for counters (metrics, status).
@@ -112,11 +145,16 @@ struct AdapterEvents {
   bool verified = false;
   bool drift_repaired = false;
   bool asleep = false;
+  /// Set when this pass ended a burst of failed transfers.
+  std::optional<IoBurst> io_burst_ended;
+  /// Set when this appearance started a re-enumeration loop quarantine.
+  bool reenumeration_loop = false;
   /// Set when the pass failed (same words as AdapterSnapshot::last_failure_reason).
   std::optional<std::string> failure_reason;
 
   bool Empty() const {
-    return !applied && !verified && !drift_repaired && !asleep && !failure_reason;
+    return !applied && !verified && !drift_repaired && !asleep && !failure_reason &&
+           !io_burst_ended && !reenumeration_loop;
   }
 };
 

@@ -3,7 +3,9 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "agent/usb/chip_identity.h"
 #include "agent/usb/observe.h"
+#include "agent/usb/speed_diagnosis.h"
 #include "common/chips/rx_agg.h"
 #include "google/protobuf/timestamp.pb.h"
 
@@ -239,7 +241,9 @@ void AdapterSnapshotToProto(const AdapterSnapshot& s, std::string_view host_id,
     v1::Diagnosis* diagnosis = st->add_diagnoses();
     diagnosis->set_code(d.code);
     diagnosis->set_message(d.message);
-    const bool warning = d.code == kDiagnosisUsb3CapableAtUsb2 || d.code == kDiagnosisStorageMode ||
+    const bool warning = d.code == kDiagnosisUsb3SwitchFailed ||
+                         d.code == kDiagnosisHubLimitsSpeed || d.code == kDiagnosisStorageMode ||
+                         d.code == "reenumeration_loop" || d.code == kDiagnosisUnknownIdUnbound ||
                          d.code == kDiagnosisRxAggOffOldKernel ||
                          d.code == kDiagnosisRtw88PreCalcUsb3;
     diagnosis->set_severity(warning ? v1::DIAGNOSIS_SEVERITY_WARNING : v1::DIAGNOSIS_SEVERITY_INFO);
@@ -249,6 +253,36 @@ void AdapterSnapshotToProto(const AdapterSnapshot& s, std::string_view host_id,
   counters->set_verifications_total(s.counters.verifies);
   counters->set_drift_repairs_total(s.counters.drift_repairs);
   counters->set_failures_total(s.counters.failures);
+  counters->set_io_error_bursts_total(s.counters.io_error_bursts);
+  counters->set_reenumeration_loops_total(s.counters.reenumeration_loops);
+  st->set_chip_source(s.chip_source);
+  st->set_chip_origin(s.chip_origin);
+  st->set_quarantined(s.quarantined);
+  v1::UsbTopology* topology = st->mutable_topology();
+  topology->set_root_hub_speed(UsbSpeedToProto(s.topology.root_speed));
+  topology->set_usb3_partner(s.topology.Usb3Partner());
+  for (const HubHop& hop : s.topology.hubs) {
+    v1::UsbHubHop* h = topology->add_hubs();
+    h->set_port_path(hop.port_path);
+    h->set_usb_speed(UsbSpeedToProto(hop.speed));
+    h->set_upstream_peer(hop.upstream_peer);
+  }
+  for (const Appearance& a : s.appearances) {
+    v1::UsbAppearance* p = topology->add_appearances();
+    p->set_bus(a.bus);
+    p->set_devnum(a.devnum);
+    p->set_port_path(a.port_path);
+    p->set_usb_speed(UsbSpeedToProto(a.speed));
+    SetTime(a.at, p->mutable_time());
+  }
+  if (s.last_io_burst) {
+    v1::IoErrorBurst* b = st->mutable_last_io_burst();
+    b->set_reason(s.last_io_burst->reason);
+    b->set_errno_name(s.last_io_burst->errno_name);
+    b->set_errno_value(s.last_io_burst->errno_value);
+    b->set_count(static_cast<uint32_t>(s.last_io_burst->count));
+    SetTime(s.last_io_burst->ended, b->mutable_end_time());
+  }
   st->set_last_applied_bundle_version(s.applied_bundle_version);
   if (s.last_apply_time) SetTime(*s.last_apply_time, st->mutable_last_apply_time());
   SetTime(report_time, st->mutable_report_time());

@@ -21,7 +21,8 @@ v1::UsbSpeed UsbSpeedToProto(common::UsbSpeed speed);
 /// settings with per-field provenance (source, name, arm, priority, bundle version, file),
 /// observed register 0 (raw and decoded), state, conditions (`Reachable`, `Applied`, `InSync`,
 /// each with the snapshot's reason/message and phase_since as transition time), diagnoses
-/// (WARNING for usb3_capable_at_usb2 and storage_mode, INFO otherwise), counters and times.
+/// (WARNING for usb3_switch_failed, hub_limits_speed, reenumeration_loop, unknown_id_unbound
+/// and storage_mode, INFO otherwise), counters and times.
 /// `report_time` becomes status.report_time. Clears `out` first.
 void AdapterSnapshotToProto(const AdapterSnapshot& snapshot, std::string_view host_id,
                             absl::Time report_time, v1::Adapter* out);

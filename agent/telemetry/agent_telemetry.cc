@@ -6,6 +6,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/string_view_compat.h"
 #include "common/usb_speed.h"
 
 namespace rxfleet::agent {
@@ -156,6 +158,12 @@ void AgentTelemetry::UpdateAdapterSeries(const AdapterSnapshot& s) {
   labels.driver = s.driver;
   labels.family = s.family;
   labels.managed = s.family == "rtw89" ? "true" : "false";
+  labels.chip_source = s.chip_source;
+  labels.bus = absl::StrCat(s.device.bus);
+  labels.hub_chain = absl::StrJoin(s.topology.hubs, ">", [](std::string* out, const HubHop& hop) {
+    absl::StrAppend(out, hop.port_path, ":", common::ToAbslView(common::UsbSpeedName(hop.speed)));
+  });
+  labels.usb3_partner = s.topology.Usb3Partner() ? "true" : "false";
   adapters_.SetAdapter(labels);
   std::map<std::string, uint32_t> fields;
   for (const common::FieldValue& f : s.observed_fields) fields[f.name] = f.value;

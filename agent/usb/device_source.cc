@@ -19,4 +19,8 @@ absl::StatusOr<std::unique_ptr<RegisterIo>> DeviceSource::OpenFamilyRegisterIo(
   return absl::UnimplementedError("this device source has no register access for other families");
 }
 
+absl::StatusOr<BosSpeeds> DeviceSource::ReadBos(const UsbDeviceInfo& /*device*/) {
+  return absl::UnimplementedError("this device source cannot read BOS descriptors");
+}
+
 }  // namespace rxfleet::agent

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "agent/usb/bos.h"
 #include "agent/usb/register_io.h"
 #include "common/chips/family.h"
 #include "common/usb_speed.h"
@@ -78,6 +79,14 @@ class DeviceSource {
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<RegisterIo>> OpenFamilyRegisterIo(
       const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses,
       const common::RegisterProtocol& protocol);
+
+  /// Reads the device's BOS descriptor (one standard GET_DESCRIPTOR(BOS) control transfer on a
+  /// briefly opened handle; no vendor request, no interface claimed) and parses it
+  /// (ParseBosDescriptor). The device is located and checked as for OpenRegisterIo.
+  /// Errors: Unavailable (gone or replaced), NotFound (the device has no BOS: USB 2.0 devices
+  /// with bcdUSB 0x0200 may STALL the request), InvalidArgument (malformed BOS),
+  /// PermissionDenied, Unimplemented (this source cannot read descriptors; the default).
+  [[nodiscard]] virtual absl::StatusOr<BosSpeeds> ReadBos(const UsbDeviceInfo& device);
 
   /// True if StartHotplug can work on this platform. When false, callers rescan with Enumerate
   /// periodically.

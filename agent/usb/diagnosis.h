@@ -33,7 +33,6 @@ struct Diagnosis {
 
 /// Diagnosis codes.
 inline constexpr std::string_view kDiagnosisStorageMode = "storage_mode";
-inline constexpr std::string_view kDiagnosisUsb3CapableAtUsb2 = "usb3_capable_at_usb2";
 inline constexpr std::string_view kDiagnosisUnsupportedRealtek = "unsupported_realtek";
 inline constexpr std::string_view kDiagnosisOtherVendor = "other_vendor";
 
@@ -53,12 +52,10 @@ struct DeviceAssessment {
 /// Classifies a device and lists what is wrong with it. Pure: uses only `device` and the chip
 /// table. Rules:
 ///  - 0bda:1a2b (common::IsRealtekStorageMode) -> kStorageMode, diagnosis "storage_mode".
-///  - an upstream rtw89 ID -> kSupported; if bcd_usb >= 0x0300 (a USB 3 device) but the link is
-///    high-speed or slower -> "usb3_capable_at_usb2": rtw89 adapters measured at high-speed top
-///    out near 300 Mbit/s (328 Mbit/s TCP download, RTL8922AU, x86, 6 GHz 160 MHz) against about
-///    1 Gbit/s at SuperSpeed. An unknown speed yields no finding.
-///  - an rtw88 or mt76 ID -> kObserved (the same usb3_capable_at_usb2 rule; family diagnoses come
-///    from the register reads, agent/usb/observe.h).
+///  - an upstream rtw89 ID -> kSupported, no finding (why a USB 3 adapter runs at USB 2 needs
+///    the BOS and the port topology: DiagnoseSpeed in agent/usb/speed_diagnosis.h).
+///  - an rtw88 or mt76 ID -> kObserved (family diagnoses come from the register reads,
+///    agent/usb/observe.h; speed findings from DiagnoseSpeed as for rtw89).
 ///  - other 0bda IDs -> kUnknownRealtek, "unsupported_realtek".
 ///  - other vendors -> kOtherVendor, "other_vendor" (left alone).
 DeviceAssessment AssessDevice(const UsbDeviceInfo& device);

@@ -140,24 +140,13 @@ absl::StatusOr<std::vector<UsbDeviceInfo>> LibusbDeviceSource::Enumerate() {
   return devices;
 }
 
-absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenRegisterIo(
-    const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses) {
-  return OpenFamilyRegisterIo(device, std::move(allowed_addresses), common::Rtw89Protocol());
-}
-
-absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenFamilyRegisterIo(
-    const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses,
-    const common::RegisterProtocol& protocol) {
-  libusb_device** raw_list = nullptr;
-  const ssize_t count = libusb_get_device_list(context_.get(), &raw_list);
-  if (count < 0) return StatusFromLibusb(static_cast<int>(count), "listing USB devices");
-  const DeviceList list(raw_list);
-
+absl::StatusOr<libusb_device*> LibusbDeviceSource::Locate(libusb_device** list, ssize_t count,
+                                                          const UsbDeviceInfo& device) const {
   libusb_device* match = nullptr;
   for (ssize_t i = 0; i < count; ++i) {
-    if (libusb_get_bus_number(raw_list[i]) == device.bus &&
-        libusb_get_device_address(raw_list[i]) == device.devnum) {
-      match = raw_list[i];
+    if (libusb_get_bus_number(list[i]) == device.bus &&
+        libusb_get_device_address(list[i]) == device.devnum) {
+      match = list[i];
       break;
     }
   }
@@ -172,13 +161,56 @@ absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenFamilyRegist
     return absl::UnavailableError(
         absl::StrCat("USB device ", DescribeForError(device), " was replaced by another device"));
   }
+  return match;
+}
 
+absl::StatusOr<libusb_device_handle*> LibusbDeviceSource::OpenLocated(
+    const UsbDeviceInfo& device) const {
+  libusb_device** raw_list = nullptr;
+  const ssize_t count = libusb_get_device_list(context_.get(), &raw_list);
+  if (count < 0) return StatusFromLibusb(static_cast<int>(count), "listing USB devices");
+  const DeviceList list(raw_list);  // libusb_open keeps its own reference to the device
+  absl::StatusOr<libusb_device*> match = Locate(raw_list, count, device);
+  if (!match.ok()) return match.status();
   libusb_device_handle* handle = nullptr;
-  if (const int rc = libusb_open(match, &handle); rc < 0) {
+  if (const int rc = libusb_open(*match, &handle); rc < 0) {
     return StatusFromLibusb(rc, absl::StrCat("opening USB device ", DescribeForError(device)));
   }
+  return handle;
+}
+
+absl::StatusOr<BosSpeeds> LibusbDeviceSource::ReadBos(const UsbDeviceInfo& device) {
+  absl::StatusOr<libusb_device_handle*> raw_handle = OpenLocated(device);
+  if (!raw_handle.ok()) return raw_handle.status();
+  const std::unique_ptr<libusb_device_handle, void (*)(libusb_device_handle*)> handle(*raw_handle,
+                                                                                      libusb_close);
+  // wTotalLength of an adapter's BOS is a few dozen bytes; 255 covers every capability set the
+  // USB 3.2 spec defines for a device of this kind.
+  std::array<uint8_t, 255> buffer{};
+  const int n = libusb_get_descriptor(handle.get(), LIBUSB_DT_BOS, 0, buffer.data(),
+                                      static_cast<int>(buffer.size()));
+  if (n == LIBUSB_ERROR_PIPE) {
+    return absl::NotFoundError(
+        absl::StrCat("USB device ", DescribeForError(device), " has no BOS descriptor"));
+  }
+  if (n < 0) {
+    return StatusFromLibusb(n, absl::StrCat("reading the BOS of ", DescribeForError(device)));
+  }
+  return ParseBosDescriptor(absl::MakeConstSpan(buffer.data(), static_cast<size_t>(n)));
+}
+
+absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenRegisterIo(
+    const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses) {
+  return OpenFamilyRegisterIo(device, std::move(allowed_addresses), common::Rtw89Protocol());
+}
+
+absl::StatusOr<std::unique_ptr<RegisterIo>> LibusbDeviceSource::OpenFamilyRegisterIo(
+    const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses,
+    const common::RegisterProtocol& protocol) {
+  absl::StatusOr<libusb_device_handle*> handle = OpenLocated(device);
+  if (!handle.ok()) return handle.status();
   absl::StatusOr<std::unique_ptr<LibusbRegisterIo>> io =
-      LibusbRegisterIo::Create(std::make_unique<LibusbControlTransport>(handle, context_),
+      LibusbRegisterIo::Create(std::make_unique<LibusbControlTransport>(*handle, context_),
                                std::move(allowed_addresses), protocol);
   if (!io.ok()) return io.status();  // the transport closed the handle
   return std::unique_ptr<RegisterIo>(std::move(*io));

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -20,6 +22,7 @@
 
 struct libusb_context;
 struct libusb_device;
+struct libusb_device_handle;
 
 namespace rxfleet::agent {
 
@@ -57,6 +60,7 @@ class LibusbDeviceSource : public DeviceSource {
   LibusbDeviceSource& operator=(const LibusbDeviceSource&) = delete;
 
   [[nodiscard]] absl::StatusOr<std::vector<UsbDeviceInfo>> Enumerate() override;
+  [[nodiscard]] absl::StatusOr<BosSpeeds> ReadBos(const UsbDeviceInfo& device) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<RegisterIo>> OpenRegisterIo(
       const UsbDeviceInfo& device, std::vector<uint32_t> allowed_addresses) override;
   [[nodiscard]] absl::StatusOr<std::unique_ptr<RegisterIo>> OpenFamilyRegisterIo(
@@ -74,6 +78,12 @@ class LibusbDeviceSource : public DeviceSource {
 
   LibusbDeviceSource(std::shared_ptr<libusb_context> context, std::string sysfs_root);
 
+  // The libusb device at device.bus/devnum that still is `device` (ids and port path), from
+  // `list` (count entries); Unavailable if it is gone or was replaced.
+  absl::StatusOr<libusb_device*> Locate(libusb_device** list, ssize_t count,
+                                        const UsbDeviceInfo& device) const;
+  // Locates `device` (as Locate) and opens a handle to it; the caller closes it.
+  absl::StatusOr<libusb_device_handle*> OpenLocated(const UsbDeviceInfo& device) const;
   // Describes a non-hub device; nullopt for hubs and devices whose descriptor is unreadable.
   std::optional<UsbDeviceInfo> Describe(libusb_device* device) const;
   // Called by libusb (any event-handling thread) for each arrival/departure.

@@ -115,6 +115,9 @@ absl::Status LibusbRegisterIo::Transfer(uint8_t request_type, uint32_t address,
     result = transport_->ControlTransfer(request_type, request, wire.value, wire.index, data,
                                          protocol_.timeout_ms);
     if (result == static_cast<int>(data.size())) return absl::OkStatus();
+    ++failed_attempts_;
+    last_failed_attempt_ =
+        result >= 0 ? absl::InternalError("short transfer") : StatusFromLibusb(result, operation);
     if (result >= 0) continue;  // short transfer: retry
     if (!IsTransient(result)) break;
   }

@@ -106,6 +106,8 @@ class LibusbRegisterIo : public RegisterIo {
 
   /// Number of control transfers issued so far (all attempts, successful or not).
   uint64_t transfer_count() const { return transfer_count_; }
+  uint64_t failed_attempts() const override { return failed_attempts_; }
+  absl::Status last_failed_attempt() const override { return last_failed_attempt_; }
 
   /// The allow-list, sorted and without duplicates.
   const std::vector<uint32_t>& allowed_addresses() const { return allowed_addresses_; }
@@ -124,6 +126,8 @@ class LibusbRegisterIo : public RegisterIo {
   common::RegisterProtocol protocol_;
   int max_attempts_;
   uint64_t transfer_count_ = 0;
+  uint64_t failed_attempts_ = 0;
+  absl::Status last_failed_attempt_;
 };
 
 }  // namespace rxfleet::agent

@@ -33,6 +33,11 @@ class RegisterIo {
 
   /// Writes `value` to the 32-bit register at `address`.
   [[nodiscard]] virtual absl::Status Write32(uint32_t address, uint32_t value) = 0;
+
+  /// Failed transfer attempts so far, including ones a retry recovered, and the error of the
+  /// last one (OK if none). Implementations without retries may report 0 / OK.
+  virtual uint64_t failed_attempts() const { return 0; }
+  virtual absl::Status last_failed_attempt() const { return absl::OkStatus(); }
 };
 
 }  // namespace rxfleet::agent

@@ -156,6 +156,9 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
           absl::StrCat(s.family(), s.managed() ? " (managed: rxfleet holds RX aggregation)"
                                                : " (observe-only: read, never written)"));
   }
+  if (!s.chip_source().empty()) {
+    Field(out, "Chip source", absl::StrCat(s.chip_source(), " (", OrNone(s.chip_origin()), ")"));
+  }
   Field(out, "USB ID", FormatVidPid(s.vid(), s.pid()));
   Field(out, "Product",
         absl::StrCat(OrNone(s.product()), " (", OrNone(s.manufacturer()), "), serial ",
@@ -166,6 +169,33 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
   Field(out, "Port",
         absl::StrCat(OrNone(s.port_path()), " (peer ", OrNone(s.peer_port_path()), ", bus ",
                      s.bus(), ", device ", s.devnum(), ")"));
+  if (s.has_topology()) {
+    const v1::UsbTopology& t = s.topology();
+    std::string hubs;
+    for (const v1::UsbHubHop& hop : t.hubs()) {
+      absl::StrAppend(&hubs, hubs.empty() ? "" : " > ", hop.port_path(), " (",
+                      UsbSpeedWord(hop.usb_speed()), ")");
+    }
+    Field(
+        out, "Topology",
+        absl::StrCat("root hub ", UsbSpeedWord(t.root_hub_speed()), ", hubs ",
+                     hubs.empty() ? "<none>" : hubs, ", USB 3 partner ", YesNo(t.usb3_partner())));
+    std::string seen;
+    for (const v1::UsbAppearance& a : t.appearances()) {
+      absl::StrAppend(&seen, seen.empty() ? "" : ", ", a.port_path(), " bus ", a.bus(), " dev ",
+                      a.devnum(), " ", UsbSpeedWord(a.usb_speed()));
+    }
+    if (!seen.empty()) Field(out, "Appearances", seen);
+  }
+  if (s.quarantined()) Field(out, "Quarantined", "yes (re-enumeration loop)");
+  if (s.has_last_io_burst()) {
+    const v1::IoErrorBurst& b = s.last_io_burst();
+    Field(out, "Last I/O burst",
+          absl::StrCat(b.count(), " x ", b.reason(),
+                       b.errno_name().empty()
+                           ? std::string()
+                           : absl::StrCat(" (", b.errno_name(), " ", b.errno_value(), ")")));
+  }
   Field(out, "Netdev",
         s.netdev().empty() ? "<none>"
                            : absl::StrCat(s.netdev(), " (driver ", OrNone(s.driver()), ")"));

@@ -190,6 +190,16 @@ const ObservedChip* LookupObservedChip(uint16_t vid, uint16_t pid) {
   return nullptr;
 }
 
+const ObservedChip* LookupObservedChipByDriver(std::string_view driver) {
+  if (driver.empty()) return nullptr;
+  std::string name(driver);
+  if (name.starts_with("rtw88_")) name = "rtw_" + name.substr(6);
+  for (const ObservedChip& chip : Table()) {
+    if (chip.layout->driver == name) return &chip;
+  }
+  return nullptr;
+}
+
 std::vector<const ObservedChip*> ObservedChips(ChipFamily family) {
   std::vector<const ObservedChip*> out;
   for (const ObservedChip& chip : Table()) {

@@ -121,6 +121,12 @@ struct ObservedChip {
 /// chip_table.h (LookupChip).
 const ObservedChip* LookupObservedChip(uint16_t vid, uint16_t pid);
 
+/// The first entry (TSV order) whose driver module is `driver`, for an id in no table that a
+/// bound driver identifies: "rtw_8822bu" (out-of-tree lwfinger/rtw88, the TSV's name) or
+/// "rtw88_8822bu" (the in-kernel module), "mt7921u", ... Only its names and layout describe the
+/// device (its vid:pid is the entry's). nullptr for other drivers and "".
+const ObservedChip* LookupObservedChipByDriver(std::string_view driver);
+
 /// All IDs of an observe-only family in TSV order, first row of a duplicated ID only
 /// (rtw88: 133, mt76: 50). Empty for rtw89.
 std::vector<const ObservedChip*> ObservedChips(ChipFamily family);

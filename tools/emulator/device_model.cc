@@ -14,9 +14,12 @@ constexpr uint32_t kAllOnes = 0xFFFFFFFF;
 // rtw88 main.h:118: the watchdog runs every round_jiffies_relative(HZ * 2).
 constexpr double kRtw88WatchdogSeconds = 2.0;
 
-// The register protocol the device answers: its observe-only family's, else rtw89's.
+// The register protocol the device answers: its observe-only family's (by id, or for an id in
+// no table by the bound driver of its netdev), else rtw89's.
 const common::RegisterProtocol& ProtocolFor(const DeviceConfig& config) {
   const common::ObservedChip* chip = common::LookupObservedChip(config.vid, config.pid);
+  if (chip == nullptr && config.netdev)
+    chip = common::LookupObservedChipByDriver(config.netdev->driver);
   return chip != nullptr ? chip->layout->protocol : common::Rtw89Protocol();
 }
 

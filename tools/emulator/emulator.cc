@@ -231,10 +231,14 @@ absl::Status Run::Setup() {
   std::vector<std::pair<std::string, std::string>> peers;
   for (const DeviceSpec& d : lab_.devices) {
     if (!d.config.peer.empty()) peers.emplace_back(d.config.SysfsName(), d.config.peer);
+    if (!d.config.hub_peer.empty()) peers.emplace_back(d.config.HubRootPort(), d.config.hub_peer);
   }
   for (const TimelineEvent& e : timeline_) {
     if (e.kind == EventKind::kPlug && !e.plug_config.peer.empty()) {
       peers.emplace_back(e.plug_config.SysfsName(), e.plug_config.peer);
+    }
+    if (e.kind == EventKind::kPlug && !e.plug_config.hub_peer.empty()) {
+      peers.emplace_back(e.plug_config.HubRootPort(), e.plug_config.hub_peer);
     }
   }
   if (absl::Status s = tree_->Build(*topology, peers); !s.ok()) return s;

@@ -436,25 +436,11 @@ absl::StatusOr<NetdevSpec> ParseNetdev(const Reader& r, const YAML::Node& node,
 
 // Keys shared by lab devices and plug events (the re-enumerable configuration).
 const std::vector<std::string>& ConfigKeys() {
-  static const std::vector<std::string> keys = {"vid",
-                                                "pid",
-                                                "speed",
-                                                "bus",
-                                                "port",
-                                                "devnum",
-                                                "peer",
-                                                "bcd_usb",
-                                                "bcd_device",
-                                                "device_class",
-                                                "manufacturer",
-                                                "product",
-                                                "serial",
-                                                "max_power_ma",
-                                                "self_powered",
-                                                "remote_wakeup",
-                                                "interfaces",
-                                                "netdev",
-                                                "superspeed_capable"};
+  static const std::vector<std::string> keys = {
+      "vid",          "pid",           "speed",      "bus",     "port",
+      "devnum",       "peer",          "hub_peer",   "bcd_usb", "bcd_device",
+      "device_class", "manufacturer",  "product",    "serial",  "max_power_ma",
+      "self_powered", "remote_wakeup", "interfaces", "netdev",  "superspeed_capable"};
   return keys;
 }
 
@@ -509,6 +495,20 @@ absl::Status ApplyConfig(const Reader& r, const YAML::Node& node, const std::str
     config.peer = *peer_or;
   } else if (node["bus"] || node["port"]) {
     config.peer.clear();
+  }
+  if (node["hub_peer"]) {
+    RX_ASSIGN_OR_RETURN(hub_peer, r.String(node["hub_peer"], field + ".hub_peer"));
+    int bus = 0;
+    std::string port;
+    if (!hub_peer_or->empty() &&
+        (!ParseLocation(*hub_peer_or, &bus, &port) || port.find('.') != std::string::npos)) {
+      return r.Error(node["hub_peer"], field + ".hub_peer",
+                     absl::StrCat("expected a root port \"BUS-PORT\" like \"2-1\"; got \"",
+                                  *hub_peer_or, "\""));
+    }
+    config.hub_peer = *hub_peer_or;
+  } else if (node["bus"] || node["port"]) {
+    config.hub_peer.clear();
   }
   if (node["bcd_usb"]) {
     RX_ASSIGN_OR_RETURN(v, r.Uint(node["bcd_usb"], field + ".bcd_usb", 0x0100, 0x0320));
@@ -588,6 +588,19 @@ absl::Status ApplyConfig(const Reader& r, const YAML::Node& node, const std::str
       return r.Error(node, field,
                      absl::StrCat("netdev.interface ", config.netdev->interface,
                                   " is not one of the device's interfaces"));
+    }
+  }
+  if (!config.hub_peer.empty()) {
+    int bus = 0;
+    std::string port;
+    ParseLocation(config.hub_peer, &bus, &port);
+    if (config.port.find('.') == std::string::npos) {
+      return r.Error(node, field, "hub_peer needs a device behind a hub (a port like \"1.2\")");
+    }
+    if (bus == config.bus) {
+      return r.Error(node, field,
+                     absl::StrCat("hub_peer ", config.hub_peer,
+                                  " must be on the other root hub, not on bus ", config.bus));
     }
   }
   if (!config.peer.empty()) {
@@ -1125,6 +1138,14 @@ absl::StatusOr<Topology> PlanTopology(const Lab& lab, const std::vector<Timeline
                                   absl::StrCat("the peer ", c.peer, " of device ", u.name), u.line,
                                   0));
     }
+    if (!c.hub_peer.empty()) {
+      int bus = 0;
+      std::string port;
+      ParseLocation(c.hub_peer, &bus, &port);
+      RX_RETURN_IF_ERROR(set_kind(bus, !c.SuperSpeed(),
+                                  absl::StrCat("the hub_peer ", c.hub_peer, " of device ", u.name),
+                                  u.line, 0));
+    }
   }
   auto add_port_path = [&](int bus, const std::string& port) {
     BusPlan& plan = topology[bus];
@@ -1146,10 +1167,11 @@ absl::StatusOr<Topology> PlanTopology(const Lab& lab, const std::vector<Timeline
         plan.used_devnums.end()) {
       plan.used_devnums.push_back(c.devnum);
     }
-    if (!c.peer.empty()) {
+    for (const std::string* location : {&c.peer, &c.hub_peer}) {
+      if (location->empty()) continue;
       int bus = 0;
       std::string port;
-      ParseLocation(c.peer, &bus, &port);
+      ParseLocation(*location, &bus, &port);
       add_port_path(bus, port);
     }
   }
@@ -1170,6 +1192,12 @@ absl::StatusOr<Topology> PlanTopology(const Lab& lab, const std::vector<Timeline
     }
   }
   return topology;
+}
+
+std::string DeviceConfig::HubRootPort() const {
+  const size_t dot = port.find('.');
+  if (dot == std::string::npos) return "";
+  return absl::StrCat(bus, "-", port.substr(0, dot));
 }
 
 }  // namespace rxfleet::emulator

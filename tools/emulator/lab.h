@@ -90,6 +90,11 @@ struct DeviceConfig {
   std::string port;  ///< port path below the root hub: "2", "1.3" (each hop 1..31, <= 6 hops)
   int devnum = 2;    ///< 2..127 (1 is the root hub)
   std::string peer;  ///< "B-P" of the companion port on the other root hub; empty = none
+  /// For a device behind a hub: "B-P" of the companion of the root port the hub chain hangs
+  /// from (a USB 2 hub on a USB 3-capable root port); empty = none.
+  std::string hub_peer;
+  /// The root port the hub chain hangs from, "B-X" for port "X.Y..."; empty on a root port.
+  std::string HubRootPort() const;
   uint16_t bcd_usb = 0x0210;
   bool bcd_usb_explicit = false;  ///< false: bcd_usb follows the speed (0x0320 / 0x0210)
   /// The device can run at SuperSpeed: its BOS descriptor carries a SuperSpeed USB Device

@@ -25,7 +25,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 AdapterLabels Labels(const std::string& id, const std::string& speed = "super") {
-  return {id, "RTL8922AU", "0bda", "8912", speed, "2-2", "wlan0", "rtw89_8922au", "rtw89", "true"};
+  return {id,      "RTL8922AU", "0bda",  "8912", speed, "2-2", "wlan0", "rtw89_8922au",
+          "rtw89", "true",      "table", "2",    "",    "true"};
 }
 
 class AdapterMetricsTest : public ::testing::Test {

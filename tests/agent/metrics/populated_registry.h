@@ -66,7 +66,7 @@ class PopulatedRegistry {
         r, std::vector<Collector*>{traffic_.get(), cpu_.get(), windows_.get()}, sampler_options);
 
     adapters_->SetAdapter({"port-2-2", "RTL8922AU", "0bda", "8912", "super", "2-2", "wlan0",
-                           "rtw89_8922au", "rtw89", "true"});
+                           "rtw89_8922au", "rtw89", "true", "table", "2", "", "true"});
     adapters_->SetState("port-2-2", AdapterState::kApplied);
     adapters_->SetDesiredHold("port-2-2", 32e-6);
     adapters_->SetObservedHold("port-2-2", 32e-6);
@@ -76,8 +76,8 @@ class PopulatedRegistry {
     adapters_->CountDriftRepair("port-2-2");
     adapters_->CountFailure("port-2-2", "timeout");
     adapters_->SetExperimentArm("port-2-2", "hold-usb3-pi5", "short");
-    adapters_->SetAdapter(
-        {"port-1-3", "RTL8852BU", "0bda", "b832", "high", "1-3", "", "", "rtw89", "true"});
+    adapters_->SetAdapter({"port-1-3", "RTL8852BU", "0bda", "b832", "high", "1-3", "", "", "rtw89",
+                           "true", "table", "1", "", "false"});
     adapters_->SetState("port-1-3", AdapterState::kStorageMode);
     adapters_->SetDiagnosis("port-1-3", "storage_mode_stuck", true);
 
