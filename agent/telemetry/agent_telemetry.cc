@@ -146,7 +146,7 @@ std::map<std::string, AdapterWindow> AgentTelemetry::LastWindows() const {
 
 uint64_t AgentTelemetry::completed_windows() const { return window_->completed_windows(); }
 
-void AgentTelemetry::UpdateAdapterSeries(const AdapterSnapshot& s) {
+void AgentTelemetry::UpdateAdapterSeries(const AdapterSnapshot& s, const AdapterEvents& events) {
   AdapterLabels labels;
   labels.adapter_id = s.id;
   labels.chip = absl::AsciiStrToUpper(s.chip);
@@ -165,6 +165,7 @@ void AgentTelemetry::UpdateAdapterSeries(const AdapterSnapshot& s) {
   });
   labels.usb3_partner = s.topology.Usb3Partner() ? "true" : "false";
   adapters_.SetAdapter(labels);
+  CountEvents(s.id, events);
   std::map<std::string, uint32_t> fields;
   for (const common::FieldValue& f : s.observed_fields) fields[f.name] = f.value;
   adapters_.SetObservedFields(s.id, fields);
@@ -208,11 +209,18 @@ void AgentTelemetry::UpdateAdapterSeries(const AdapterSnapshot& s) {
 
 void AgentTelemetry::OnAdapterChanged(const AdapterSnapshot& s, const AdapterEvents& events,
                                       bool status_changed) {
-  if (status_changed) UpdateAdapterSeries(s);
-  if (events.applied) adapters_.CountApply(s.id);
-  if (events.verified) adapters_.CountVerify(s.id);
-  if (events.drift_repaired) adapters_.CountDriftRepair(s.id);
-  if (events.failure_reason) adapters_.CountFailure(s.id, *events.failure_reason);
+  if (status_changed) {
+    UpdateAdapterSeries(s, events);
+  } else {
+    CountEvents(s.id, events);
+  }
+}
+
+void AgentTelemetry::CountEvents(const std::string& adapter_id, const AdapterEvents& events) {
+  if (events.applied) adapters_.CountApply(adapter_id);
+  if (events.verified) adapters_.CountVerify(adapter_id);
+  if (events.drift_repaired) adapters_.CountDriftRepair(adapter_id);
+  if (events.failure_reason) adapters_.CountFailure(adapter_id, *events.failure_reason);
 }
 
 void AgentTelemetry::OnAdapterRemoved(const std::string& adapter_id) {

@@ -105,7 +105,11 @@ class AgentTelemetry : public AdapterObserver {
 
  private:
   LogFn CollectorLog();
-  void UpdateAdapterSeries(const AdapterSnapshot& s);
+  /// Refreshes every series of the adapter. The event counters are bumped after the identity
+  /// exists and before the state changes, so a scrape that sees the new state also sees the
+  /// writes that led to it.
+  void UpdateAdapterSeries(const AdapterSnapshot& s, const AdapterEvents& events);
+  void CountEvents(const std::string& adapter_id, const AdapterEvents& events);
 
   LogSink log_;
   std::shared_ptr<prometheus::Registry> registry_;
