@@ -116,6 +116,17 @@ AdapterMetrics::AdapterMetrics(prometheus::Registry& registry)
                     .Name("rxfleet_adapter_failures_total")
                     .Help("Failed reconcile operations on the adapter, by reason.")
                     .Register(registry)),
+      io_error_bursts_(prometheus::BuildCounter()
+                           .Name("rxfleet_adapter_io_error_bursts_total")
+                           .Help("Bursts of consecutive failed transfers on the adapter that "
+                                 "ended with a successful pass, by the reason of the first "
+                                 "failure (one event each, never drift).")
+                           .Register(registry)),
+      reenumeration_loops_(prometheus::BuildCounter()
+                               .Name("rxfleet_adapter_reenumeration_loops_total")
+                               .Help("Quarantines of the adapter for re-enumerating too often "
+                                     "on its connector (no writes while quarantined).")
+                               .Register(registry)),
       diagnosis_(prometheus::BuildGauge()
                      .Name("rxfleet_adapter_diagnosis")
                      .Help("Active diagnoses of the adapter (value 1 while active; the series "
@@ -155,6 +166,7 @@ void AdapterMetrics::SetAdapter(const AdapterLabels& labels) {
     fresh.applies = &applies_.Add(id);
     fresh.verifies = &verifies_.Add(id);
     fresh.drift_repairs = &drift_repairs_.Add(id);
+    fresh.reenumeration_loops = &reenumeration_loops_.Add(id);
     adapters_.emplace(labels.adapter_id, std::move(fresh));
     return;
   }
@@ -178,6 +190,8 @@ void AdapterMetrics::RemoveAdapter(std::string_view adapter_id) {
   verifies_.Remove(a.verifies);
   drift_repairs_.Remove(a.drift_repairs);
   for (auto& [reason, c] : a.failures) failures_.Remove(c);
+  for (auto& [reason, c] : a.io_error_bursts) io_error_bursts_.Remove(c);
+  reenumeration_loops_.Remove(a.reenumeration_loops);
   for (auto& [code, g] : a.diagnoses) diagnosis_.Remove(g);
   for (auto& [experiment, arm] : a.experiments) experiment_.Remove(arm.second);
   for (auto& [field, g] : a.fields) rx_agg_field_.Remove(g);
@@ -279,21 +293,40 @@ void AdapterMetrics::CountDriftRepair(std::string_view adapter_id) {
   if (Adapter* a = Find(adapter_id)) a->drift_repairs->Increment();
 }
 
-void AdapterMetrics::CountFailure(std::string_view adapter_id, std::string_view reason) {
+void AdapterMetrics::CountByReason(
+    prometheus::Family<prometheus::Counter>& family,
+    std::map<std::string, prometheus::Counter*, std::less<>>& counters,
+    const std::string& adapter_id, std::string_view reason) {
   std::string_view bounded = "other";
   for (std::string_view r : kFailureReasons) {
     if (r == reason) bounded = r;
   }
-  absl::MutexLock lock(&mu_);
-  Adapter* a = Find(adapter_id);
-  if (a == nullptr) return;
-  auto it = a->failures.find(bounded);
-  if (it == a->failures.end()) {
+  auto it = counters.find(bounded);
+  if (it == counters.end()) {
     prometheus::Counter& c =
-        failures_.Add({{"adapter", a->labels.adapter_id}, {"reason", std::string(bounded)}});
-    it = a->failures.emplace(std::string(bounded), &c).first;
+        family.Add({{"adapter", adapter_id}, {"reason", std::string(bounded)}});
+    it = counters.emplace(std::string(bounded), &c).first;
   }
   it->second->Increment();
+}
+
+void AdapterMetrics::CountFailure(std::string_view adapter_id, std::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  if (Adapter* a = Find(adapter_id)) {
+    CountByReason(failures_, a->failures, a->labels.adapter_id, reason);
+  }
+}
+
+void AdapterMetrics::CountIoErrorBurst(std::string_view adapter_id, std::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  if (Adapter* a = Find(adapter_id)) {
+    CountByReason(io_error_bursts_, a->io_error_bursts, a->labels.adapter_id, reason);
+  }
+}
+
+void AdapterMetrics::CountReenumerationLoop(std::string_view adapter_id) {
+  absl::MutexLock lock(&mu_);
+  if (Adapter* a = Find(adapter_id)) a->reenumeration_loops->Increment();
 }
 
 void AdapterMetrics::SetDiagnosis(std::string_view adapter_id, std::string_view code, bool active) {

@@ -80,6 +80,10 @@ std::optional<AdapterState> ParseAdapterState(std::string_view name);
 ///   rxfleet_adapter_verifies_total{adapter}         read-back verifications
 ///   rxfleet_adapter_drift_repairs_total{adapter}    re-applies after the device drifted
 ///   rxfleet_adapter_failures_total{adapter,reason}  failures by kFailureReasons
+///   rxfleet_adapter_io_error_bursts_total{adapter,reason}  bursts of failed transfers that
+///                                                   ended, by the reason of their first failure
+///   rxfleet_adapter_reenumeration_loops_total{adapter}  quarantines for re-enumerating too
+///                                                   often
 ///   rxfleet_adapter_diagnosis{adapter,code}         1 while a diagnosis is active
 ///   rxfleet_adapter_experiment_info{adapter,experiment,arm}  1 while enrolled
 ///   rxfleet_adapter_rx_agg_field{adapter,field}     observe-only families: raw value of a
@@ -124,6 +128,10 @@ class AdapterMetrics {
   /// `reason` should be one of kFailureReasons (see FailureReasonFromStatus); others count as
   /// "other".
   void CountFailure(std::string_view adapter_id, std::string_view reason);
+  /// One burst of failed transfers ended (IoBurst; `reason` bounded as for CountFailure).
+  void CountIoErrorBurst(std::string_view adapter_id, std::string_view reason);
+  /// One re-enumeration loop quarantine started.
+  void CountReenumerationLoop(std::string_view adapter_id);
 
   /// Marks diagnosis `code` (machine word, [a-z0-9_]{1,64}, e.g. "usb2_on_usb3_port") active
   /// (series = 1) or inactive (series deleted). Invalid codes and codes beyond
@@ -155,12 +163,19 @@ class AdapterMetrics {
     prometheus::Counter* verifies = nullptr;
     prometheus::Counter* drift_repairs = nullptr;
     std::map<std::string, prometheus::Counter*, std::less<>> failures;
+    std::map<std::string, prometheus::Counter*, std::less<>> io_error_bursts;
+    prometheus::Counter* reenumeration_loops = nullptr;
     std::map<std::string, prometheus::Gauge*, std::less<>> diagnoses;
     std::map<std::string, std::pair<std::string, prometheus::Gauge*>, std::less<>> experiments;
     std::map<std::string, prometheus::Gauge*, std::less<>> fields;
   };
 
   Adapter* Find(std::string_view adapter_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Increments the counter of `family` for `reason` bounded by kFailureReasons ("other").
+  void CountByReason(prometheus::Family<prometheus::Counter>& family,
+                     std::map<std::string, prometheus::Counter*, std::less<>>& counters,
+                     const std::string& adapter_id, std::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetStateLocked(Adapter& adapter, AdapterState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetHoldLocked(prometheus::Family<prometheus::Gauge>& family, prometheus::Gauge*& gauge,
                      const std::string& adapter_id, std::optional<double> seconds)
@@ -174,6 +189,8 @@ class AdapterMetrics {
   prometheus::Family<prometheus::Counter>& verifies_;
   prometheus::Family<prometheus::Counter>& drift_repairs_;
   prometheus::Family<prometheus::Counter>& failures_;
+  prometheus::Family<prometheus::Counter>& io_error_bursts_;
+  prometheus::Family<prometheus::Counter>& reenumeration_loops_;
   prometheus::Family<prometheus::Gauge>& diagnosis_;
   prometheus::Family<prometheus::Gauge>& experiment_;
   prometheus::Family<prometheus::Gauge>& rx_agg_field_;

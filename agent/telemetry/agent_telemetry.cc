@@ -221,6 +221,8 @@ void AgentTelemetry::CountEvents(const std::string& adapter_id, const AdapterEve
   if (events.verified) adapters_.CountVerify(adapter_id);
   if (events.drift_repaired) adapters_.CountDriftRepair(adapter_id);
   if (events.failure_reason) adapters_.CountFailure(adapter_id, *events.failure_reason);
+  if (events.io_burst_ended) adapters_.CountIoErrorBurst(adapter_id, events.io_burst_ended->reason);
+  if (events.reenumeration_loop) adapters_.CountReenumerationLoop(adapter_id);
 }
 
 void AgentTelemetry::OnAdapterRemoved(const std::string& adapter_id) {

@@ -110,6 +110,27 @@ TEST_F(AdapterMetricsTest, HoldsCountersAndBoundedFailureReasons) {
   EXPECT_EQ(SeriesCount(registry_, "rxfleet_adapter_failures_total"), 2u);
 }
 
+TEST_F(AdapterMetricsTest, IoErrorBurstsAndReenumerationLoopsAreCounted) {
+  metrics_.SetAdapter(Labels("port-2-2"));
+  EXPECT_EQ(Value("rxfleet_adapter_reenumeration_loops_total", {{"adapter", "port-2-2"}}), 0);
+  EXPECT_EQ(SeriesCount(registry_, "rxfleet_adapter_io_error_bursts_total"), 0u);
+  metrics_.CountIoErrorBurst("port-2-2", "timeout");
+  metrics_.CountIoErrorBurst("port-2-2", "timeout");
+  metrics_.CountIoErrorBurst("port-2-2", "not a reason");
+  metrics_.CountReenumerationLoop("port-2-2");
+  metrics_.CountReenumerationLoop("port-9-9");  // unknown: ignored
+  EXPECT_EQ(Value("rxfleet_adapter_io_error_bursts_total",
+                  {{"adapter", "port-2-2"}, {"reason", "timeout"}}),
+            2);
+  EXPECT_EQ(Value("rxfleet_adapter_io_error_bursts_total",
+                  {{"adapter", "port-2-2"}, {"reason", "other"}}),
+            1);
+  EXPECT_EQ(Value("rxfleet_adapter_reenumeration_loops_total", {{"adapter", "port-2-2"}}), 1);
+  metrics_.RemoveAdapter("port-2-2");
+  EXPECT_EQ(SeriesCount(registry_, "rxfleet_adapter_io_error_bursts_total"), 0u);
+  EXPECT_EQ(SeriesCount(registry_, "rxfleet_adapter_reenumeration_loops_total"), 0u);
+}
+
 TEST(FailureReasonTest, FollowsTheDeviceLayerTranslation) {
   EXPECT_EQ(FailureReasonFromStatus(absl::PermissionDeniedError("")), "permission_denied");
   EXPECT_EQ(FailureReasonFromStatus(absl::UnavailableError("")), "no_device");

@@ -75,6 +75,7 @@ class PopulatedRegistry {
     adapters_->CountVerify("port-2-2");
     adapters_->CountDriftRepair("port-2-2");
     adapters_->CountFailure("port-2-2", "timeout");
+    adapters_->CountIoErrorBurst("port-2-2", "timeout");
     adapters_->SetExperimentArm("port-2-2", "hold-usb3-pi5", "short");
     adapters_->SetAdapter({"port-1-3", "RTL8852BU", "0bda", "b832", "high", "1-3", "", "", "rtw89",
                            "true", "table", "1", "", "false"});
