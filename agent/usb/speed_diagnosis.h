@@ -40,7 +40,7 @@ struct SpeedFacts {
   /// How long the adapter has been at its current speed on this connector, as far as the agent
   /// saw (since the agent first saw it there).
   absl::Duration at_speed_for = absl::ZeroDuration();
-  /// The settle period (AdapterManagerOptions::usb3_settle).
+  /// The settle period (AdapterManagerOptions::settle; zero for observe-only adapters).
   absl::Duration settle = absl::ZeroDuration();
 };
 
