@@ -160,6 +160,14 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   agent_options.report_interval = options.stale_after / 3;
   agent_options.require_client_certificate = options.tls.has_value();
   agent_options.hello_timeout = options.hello_timeout;
+  agent_options.max_pending_hello = options.max_pending_hello;
+  agent_options.max_pending_hello_per_peer = options.max_pending_hello_per_peer;
+  if (options.max_concurrent_streams < 1 || options.max_pending_hello < 1 ||
+      options.max_pending_hello_per_peer < 1 || options.grpc_memory_bytes < (size_t{16} << 20)) {
+    return absl::InvalidArgumentError(
+        "max-concurrent-streams, max-pending-hello and max-pending-hello-per-peer must be at "
+        "least 1, grpc-memory-mb at least 16");
+  }
   // The debouncer's action reaches the agent service through this pointer, set below: the
   // experiment controller needs the FleetApi, which needs the debouncer.
   s.debouncer_ = std::make_unique<Debouncer>(options.push_debounce, [&s] {
@@ -194,6 +202,10 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen, credentials, &s.grpc_port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  grpc::ResourceQuota quota("rxfleet-server");
+  quota.Resize(options.grpc_memory_bytes);
+  builder.SetResourceQuota(quota);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       static_cast<int>(absl::ToInt64Milliseconds(options.min_recv_ping_interval)));

@@ -88,6 +88,15 @@ struct FleetServerOptions {
   absl::Duration hello_timeout = absl::Seconds(30);
   /// Largest message accepted from a client (bytes).
   int max_receive_message_bytes = kMaxReceiveMessageBytes;
+  /// HTTP/2 streams one client connection may have open at once (gRPC
+  /// max_concurrent_streams); further streams wait in the client until one ends.
+  int max_concurrent_streams = 100;
+  /// Agent streams without a Hello yet, in total and per peer IP (see AgentServiceOptions).
+  size_t max_pending_hello = 1024;
+  size_t max_pending_hello_per_peer = 64;
+  /// Memory gRPC may use for connections and calls (a grpc::ResourceQuota, bytes); beyond it
+  /// new connections and streams are refused instead of growing the process.
+  size_t grpc_memory_bytes = size_t{512} << 20;
 };
 
 class FleetServer {

@@ -87,13 +87,20 @@ Authorizer::Authorizer(TokenStore* tokens, prometheus::Registry& registry)
 absl::Status Authorizer::Deny(std::string_view method, std::string_view reason,
                               absl::Status status) {
   denied_.Add({{"method", std::string(method)}, {"reason", std::string(reason)}}).Increment();
-  Log(LogLevel::kWarning, absl::StrCat("denied ", ToAbslView(method), ": ", status.message()));
+  // Anyone who reaches the port can provoke this line: rate-limited per reason.
+  log_.Log(LogLevel::kWarning, reason,
+           absl::StrCat("denied ", ToAbslView(method), ": ", status.message()));
   return status;
 }
 
 void Authorizer::RecordAgentDenial(std::string_view reason, std::string_view message) {
+  CountAgentDenial(reason);
+  log_.Log(LogLevel::kWarning, absl::StrCat("Connect/", ToAbslView(reason)),
+           absl::StrCat("denied Connect: ", ToAbslView(message)));
+}
+
+void Authorizer::CountAgentDenial(std::string_view reason) {
   denied_.Add({{"method", "Connect"}, {"reason", std::string(reason)}}).Increment();
-  Log(LogLevel::kWarning, absl::StrCat("denied Connect: ", ToAbslView(message)));
 }
 
 absl::StatusOr<Principal> Authorizer::Authorize(const grpc::ServerContextBase& context,
