@@ -1,5 +1,6 @@
-// Bounds against hostile and broken peers, in-process over loopback: rate-limited log lines and
-// Hello-pending stream bounds.
+// Bounds against hostile and broken peers, in-process over loopback: the finish rule shared by
+// both callback reactors, rate-limited log lines, Hello-pending stream bounds, and a shutdown
+// that is not held up by cancelled watches with writes in flight.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "server/api/agent_service.h"
+#include "server/api/finish_gate.h"
 #include "server/api/log_limiter.h"
 #include "tests/server/test_server.h"
 
@@ -21,6 +24,41 @@ using ::testing::HasSubstr;
 using testing::TestAgent;
 using testing::TestServer;
 using testing::WaitFor;
+
+TEST(FinishGateTest, FinishesOnceAndNeverDuringAWrite) {
+  FinishGate gate;
+  gate.WriteStarted();
+  EXPECT_FALSE(gate.Request(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down")));
+  EXPECT_TRUE(gate.finishing());
+  EXPECT_TRUE(gate.WriteDone(true));
+  EXPECT_EQ(gate.status().error_message(), "shutting down");
+  EXPECT_FALSE(gate.Request(grpc::Status::CANCELLED));
+  EXPECT_FALSE(gate.WriteDone(false));
+}
+
+// The shutdown hang: a finish was requested while a write was in flight, and the write then
+// failed because the client had cancelled. The failed write must still finish the call.
+TEST(FinishGateTest, AFailedWriteAfterARequestStillFinishes) {
+  FinishGate gate;
+  gate.WriteStarted();
+  EXPECT_FALSE(gate.Request(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down")));
+  EXPECT_TRUE(gate.WriteDone(false));
+  EXPECT_EQ(gate.status().error_message(), "shutting down");
+}
+
+TEST(FinishGateTest, AFailedWriteFinishesWithUnavailable) {
+  FinishGate gate;
+  gate.WriteStarted();
+  EXPECT_TRUE(gate.WriteDone(false));
+  EXPECT_EQ(gate.status().error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(FinishGateTest, WaitsForStartWhenAsked) {
+  FinishGate gate(/*started=*/false);
+  EXPECT_FALSE(gate.Request(grpc::Status::CANCELLED));
+  EXPECT_TRUE(gate.Start());
+  EXPECT_FALSE(gate.Start());
+}
 
 TEST(LogLimiterTest, OneLinePerKeyAndIntervalThenTheSuppressedCount) {
   std::vector<std::string> lines;
@@ -79,6 +117,48 @@ TEST(HelloPendingTest, StreamsWithoutHelloAreBoundedPerPeer) {
   ASSERT_TRUE(late.Connect("h2"));
   EXPECT_TRUE(late.WaitForBundle(1).has_value());
   EXPECT_FALSE(connected.ended());
+}
+
+// A watch whose client stopped reading has a write in flight; shutdown requests its finish,
+// the write then fails. Before the shared finish rule, Finish was never called and
+// grpc::Server::Shutdown waited for ever.
+TEST(WatchShutdownTest, CancelledUnreadWatchesDoNotHoldUpShutdown) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::Event>>> watches;
+  for (int i = 0; i < 3; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    watches.push_back(server->fleet().WatchEvents(contexts.back().get(), {}));
+  }
+  TestAgent agent(server->address());
+  ASSERT_TRUE(agent.Connect("h1"));
+  std::optional<v1::PolicyBundle> bundle = agent.WaitForBundle(1);
+  ASSERT_TRUE(bundle.has_value());
+  // ~8 MB of events, far more than the watches' flow-control windows: their writes stall.
+  const std::string filler(4000, 'x');
+  std::string last;
+  for (int i = 0; i < 2000; ++i) {
+    last = absl::StrCat("nack ", i, " ", filler);
+    ASSERT_TRUE(agent.Nack(*bundle, last));
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<v1::Host> host = server->GetHost("h1");
+        return host.ok() && host->status().last_nack().error_detail() == last;
+      },
+      absl::Seconds(60)));
+  for (auto& context : contexts) context->TryCancel();
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    server->Stop();
+    stopped.Notify();
+  });
+  // Stop() grants 2 s of grace; the bound leaves room for a loaded machine.
+  const bool in_time = stopped.WaitForNotificationWithTimeout(absl::Seconds(30));
+  EXPECT_TRUE(in_time) << "shutdown hung on the cancelled watches";
+  if (!in_time) std::_Exit(1);  // the server would never return; do not hang the suite
+  stopper.join();
 }
 
 }  // namespace
