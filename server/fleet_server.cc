@@ -142,6 +142,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   EventLogOptions event_options;
   event_options.max_events = options.max_events;
   event_options.max_age = options.event_max_age;
+  event_options.audit_max_age = options.audit_max_age;
   s.events_ = std::make_unique<EventLog>(event_options, std::move(state->events),
                                          state->last_event_version);
   RegistryOptions registry_options;
@@ -313,8 +314,9 @@ bool FleetServer::Flush() {
   std::vector<HostRecord> hosts = registry_->TakeDirty();
   std::vector<v1::Event> events = events_->TakeUnsaved();
   if (hosts.empty() && events.empty() && local_audit.empty()) return true;
-  const absl::Status saved = store_->SaveRegistry(
-      hosts, events, options_.max_events, absl::Now() - options_.event_max_age, local_audit);
+  const absl::Status saved =
+      store_->SaveRegistry(hosts, events, options_.max_events, absl::Now() - options_.event_max_age,
+                           local_audit, absl::Now() - options_.audit_max_age);
   if (saved.ok()) {
     for (int64_t id : local_audit) local_audit_recorded_.erase(id);
     if (flush_failing_) Log(LogLevel::kInfo, "registry writes to the database work again");

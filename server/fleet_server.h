@@ -64,9 +64,11 @@ struct FleetServerOptions {
   absl::Duration push_debounce = absl::Milliseconds(100);
   /// How often registry and event changes are written to the database.
   absl::Duration flush_interval = absl::Seconds(1);
-  /// Events kept, and their maximum age.
+  /// Fleet (non-audit) events kept, and their maximum age.
   size_t max_events = 10000;
   absl::Duration event_max_age = absl::Hours(24 * 7);
+  /// Audit events are kept this long, whatever the volume of other events (--audit-retention).
+  absl::Duration audit_max_age = absl::Hours(24 * 365);
   /// Metric windows of experiments that ended longer ago than this are deleted.
   absl::Duration experiment_retention = absl::Hours(24 * 30);
   /// FleetService worker threads (handlers that read the registry and write SQLite).

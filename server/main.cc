@@ -181,6 +181,11 @@ int main(int argc, char** argv) {
                  "(the experiments themselves are kept)")
       ->default_val(experiment_retention)
       ->check(DurationValidator());
+  std::string audit_retention = "8760h";
+  app.add_option("--audit-retention", audit_retention,
+                 "keep audit events this long (never dropped for the volume of other events)")
+      ->default_val(audit_retention)
+      ->check(DurationValidator());
   app.add_option("--max-concurrent-streams", options.max_concurrent_streams,
                  "gRPC streams one client connection may have open at once")
       ->default_val(options.max_concurrent_streams)
@@ -255,6 +260,7 @@ int main(int argc, char** argv) {
   if (options.http_listen == "none") options.http_listen.clear();
   options.grpc_memory_bytes = grpc_memory_mb << 20;
   (void)absl::ParseDuration(stale_after, &options.stale_after);
+  (void)absl::ParseDuration(audit_retention, &options.audit_max_age);
   (void)absl::ParseDuration(push_debounce, &options.push_debounce);
   (void)absl::ParseDuration(experiment_retention, &options.experiment_retention);
 

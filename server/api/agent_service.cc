@@ -420,7 +420,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     record.set_nonce(nack.nonce());
     record.set_error_detail(nack.error_detail().substr(0, kMaxNackDetailLength));
     *record.mutable_time() = common::TimeToProto(now);
-    if (deps_.registry->RecordNack(host_id_, stream_id_, record, now)) {
+    // One event per pushed bundle: repeated NACKs of the same nonce (an agent flooding
+    // distinct details) update the host's last NACK but add no events.
+    const bool first = std::exchange(nacked_nonce_, nack.nonce()) != nack.nonce();
+    if (deps_.registry->RecordNack(host_id_, stream_id_, record, now) && first) {
       deps_.events->Record(
           HostEvent(host_id_, v1::EVENT_TYPE_WARNING, "BundleNacked",
                     absl::StrCat("rejected bundle version ", nack.version(), " (keeps version ",
@@ -442,6 +445,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // under mu_, before the stream is registered for pushes.
   grpc::ByteBuffer read_buffer_;
   bool hello_seen_ = false;
+  std::string nacked_nonce_;  // nonce of the last NACK that recorded an event
 
   absl::Mutex mu_;
   std::string host_id_;     // set once at Hello (guarded for the write path and OnDone)

@@ -161,5 +161,79 @@ TEST(WatchShutdownTest, CancelledUnreadWatchesDoNotHoldUpShutdown) {
   stopper.join();
 }
 
+// Audit events of every policy change, as ListEvents(audit) returns them.
+std::vector<std::string> AuditNames(TestServer& server) {
+  v1::ListEventsRequest request;
+  request.set_audit(true);
+  request.set_page_size(1000);
+  v1::ListEventsResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+  std::vector<std::string> names;
+  if (!server.fleet().ListEvents(&context, request, &response).ok()) return names;
+  for (const v1::Event& event : response.events()) names.push_back(event.metadata().name());
+  return names;
+}
+
+// One agent NACKing with distinct details, and many hosts connecting, used to push every audit
+// entry out of the shared event ring (also from the database). Audit now has its own table and
+// retention by age; repeated NACKs of one push add no events.
+TEST(AuditRetentionTest, AFloodOfFleetEventsLeavesEveryAuditEntryInPlace) {
+  FleetServerOptions options;
+  options.max_events = 20;
+  options.flush_interval = absl::Milliseconds(50);
+  std::unique_ptr<TestServer> server = TestServer::Start(options);
+  ASSERT_NE(server, nullptr);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(server->ApplyHold(absl::StrCat("p", i), 32).ok());
+  }
+  const std::vector<std::string> audit = AuditNames(*server);
+  ASSERT_EQ(audit.size(), 5u);
+
+  TestAgent agent(server->address());
+  ASSERT_TRUE(agent.Connect("h1"));
+  std::optional<v1::PolicyBundle> bundle;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        bundle = agent.last_bundle();
+        return bundle.has_value() && bundle->policies_size() == 5;
+      },
+      absl::Seconds(20)));
+  std::string last;
+  for (int i = 0; i < 500; ++i) {
+    last = absl::StrCat("nack ", i);
+    ASSERT_TRUE(agent.Nack(*bundle, last));
+  }
+  for (int i = 0; i < 40; ++i) {
+    TestAgent other(server->address());
+    ASSERT_TRUE(other.Connect(absl::StrCat("flood-", i)));
+    ASSERT_TRUE(other.WaitForBundle(bundle->version()).has_value());
+  }
+  // The last NACK is answered once it names the stream's latest push (a debounced push may
+  // have replaced the bundle the flood used).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<v1::Host> host = server->GetHost("h1");
+        if (host.ok() && host->status().last_nack().error_detail() == last) return true;
+        agent.Nack(*agent.last_bundle(), last);
+        return false;
+      },
+      absl::Seconds(20)));
+  EXPECT_EQ(AuditNames(*server), audit);
+
+  v1::ListEventsRequest nacked;
+  nacked.set_involved_object_name("h1");
+  nacked.set_page_size(1000);
+  v1::ListEventsResponse response;
+  grpc::ClientContext context;
+  ASSERT_TRUE(server->fleet().ListEvents(&context, nacked, &response).ok());
+  int nack_events = 0;
+  for (const v1::Event& event : response.events()) nack_events += event.reason() == "BundleNacked";
+  EXPECT_LE(nack_events, 2) << "every NACK of one push recorded an event";
+
+  ASSERT_TRUE(server->Restart());
+  EXPECT_EQ(AuditNames(*server), audit);
+}
+
 }  // namespace
 }  // namespace rxfleet::server
