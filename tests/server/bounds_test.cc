@@ -1,8 +1,12 @@
 // Bounds against hostile and broken peers, in-process over loopback: the finish rule shared by
 // both callback reactors, rate-limited log lines, Hello-pending stream bounds, and a shutdown
 // that is not held up by cancelled watches with writes in flight.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -233,6 +237,55 @@ TEST(AuditRetentionTest, AFloodOfFleetEventsLeavesEveryAuditEntryInPlace) {
 
   ASSERT_TRUE(server->Restart());
   EXPECT_EQ(AuditNames(*server), audit);
+}
+
+// A TCP connection to 127.0.0.1:`port`, or -1.
+int ConnectLoopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// GET `path` over a new connection; the whole answer, or "" if none came within 10 s.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return "";
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
+  std::string answer;
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(request.size())) {
+    char buffer[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0) answer.append(buffer, n);
+  }
+  ::close(fd);
+  return answer;
+}
+
+// civetweb ran with 2 workers and a 30 s request timeout: two idle TCP connections took both,
+// and /metrics, /sd/agents and /healthz went dark.
+TEST(HttpBoundsTest, TwoIdleConnectionsDoNotStopAScrape) {
+  FleetServerOptions options;
+  options.http_listen = "127.0.0.1:0";
+  std::unique_ptr<TestServer> server = TestServer::Start(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->server().http_port();
+  ASSERT_GT(port, 0);
+  std::vector<int> idle;
+  for (int i = 0; i < 2; ++i) idle.push_back(ConnectLoopback(port));
+  for (int fd : idle) ASSERT_GE(fd, 0);
+  EXPECT_THAT(HttpGet(port, "/metrics"), HasSubstr("rxfleet_server_streams_opened_total"));
+  EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200"));
+  for (int fd : idle) ::close(fd);
 }
 
 }  // namespace
