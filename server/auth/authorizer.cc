@@ -68,7 +68,9 @@ std::optional<Role> RequiredRole(std::string_view method, bool dry_run) {
 std::vector<std::string> HostIdentities(const grpc::AuthContext& context) {
   std::vector<std::string> ids;
   if (!context.IsPeerAuthenticated()) return ids;
-  for (const char* property : {GRPC_X509_CN_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME}) {
+  // peer_dns holds the DNS SANs only; x509_subject_alternative_name would also admit URI,
+  // email and IP SANs, which docs/SECURITY.md does not accept as a host identity.
+  for (const char* property : {GRPC_X509_CN_PROPERTY_NAME, GRPC_PEER_DNS_PROPERTY_NAME}) {
     for (const grpc::string_ref& value : context.FindPropertyValues(property)) {
       ids.emplace_back(value.data(), value.size());
     }
