@@ -2,7 +2,8 @@
 // registers streams and fans bundles out to them (AgentServiceImpl, at the end).
 // Length reason: the reactor is one state machine (Hello deadline, reads, the coalescing
 // outbound queue, Finish exactly once, OnDone) whose invariants on mu_ hold across all its
-// methods; split across files it would have to expose that state. The service part is ~90 lines.
+// methods; split across files it would have to expose that state. The service part (~170 lines,
+// with the admission bounds for streams without a Hello) shares the stream's private types.
 
 #include "server/api/agent_service.h"
 
