@@ -64,9 +64,11 @@ struct FleetServerOptions {
   absl::Duration push_debounce = absl::Milliseconds(100);
   /// How often registry and event changes are written to the database.
   absl::Duration flush_interval = absl::Seconds(1);
-  /// Events kept, and their maximum age.
+  /// Fleet (non-audit) events kept, and their maximum age.
   size_t max_events = 10000;
   absl::Duration event_max_age = absl::Hours(24 * 7);
+  /// Audit events are kept this long, whatever the volume of other events (--audit-retention).
+  absl::Duration audit_max_age = absl::Hours(24 * 365);
   /// Metric windows of experiments that ended longer ago than this are deleted.
   absl::Duration experiment_retention = absl::Hours(24 * 30);
   /// FleetService worker threads (handlers that read the registry and write SQLite).
@@ -88,6 +90,15 @@ struct FleetServerOptions {
   absl::Duration hello_timeout = absl::Seconds(30);
   /// Largest message accepted from a client (bytes).
   int max_receive_message_bytes = kMaxReceiveMessageBytes;
+  /// HTTP/2 streams one client connection may have open at once (gRPC
+  /// max_concurrent_streams); further streams wait in the client until one ends.
+  int max_concurrent_streams = 100;
+  /// Agent streams without a Hello yet, in total and per peer IP (see AgentServiceOptions).
+  size_t max_pending_hello = 1024;
+  size_t max_pending_hello_per_peer = 64;
+  /// Memory gRPC may use for connections and calls (a grpc::ResourceQuota, bytes); beyond it
+  /// new connections and streams are refused instead of growing the process.
+  size_t grpc_memory_bytes = size_t{512} << 20;
 };
 
 class FleetServer {

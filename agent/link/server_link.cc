@@ -197,6 +197,7 @@ void ServerLink::Loop() {
       status_.set_state(v1::SERVER_LINK_STATE_CONNECTING);
     }
     PublishStatus();
+    const absl::Time started = absl::Now();
     const grpc::Status ended = Explained(RunStream());
     absl::Duration delay;
     {
@@ -206,6 +207,13 @@ void ServerLink::Loop() {
       status_.set_last_error(ended.ok()
                                  ? "the server ended the stream"
                                  : absl::StrCat(ended.error_code(), " ", ended.error_message()));
+      // A stream the server accepted resets the backoff, unless it ended soon with the same
+      // error as the stream before: then the cause persists (e.g. a bundle larger than the agent
+      // accepts) and reconnecting at once would only repeat it.
+      const std::string error = status_.last_error();
+      const bool short_lived = absl::Now() - started < options_.backoff.max;
+      if (stream_was_configured_ && !(short_lived && error == last_end_error_)) backoff_.Reset();
+      last_end_error_ = error;
       delay = backoff_.NextDelay() * absl::Uniform(gen, 0.5, 1.0);
     }
     PublishStatus();
@@ -300,7 +308,6 @@ grpc::Status ServerLink::RunStream() {
       if (options_.on_config) options_.on_config(message.config());
       if (!configured) {
         configured = true;
-        backoff_.Reset();
         Log(LogLevel::kInfo, absl::StrCat("connected to ", options_.server_address, " (server ",
                                           message.config().server_version(), ")"));
         PublishStatus();
@@ -313,6 +320,7 @@ grpc::Status ServerLink::RunStream() {
     absl::MutexLock lock(&mu_);
     stream_open_ = false;
     stream_configured_ = false;
+    stream_was_configured_ = configured;
   }
   writer.join();
   const grpc::Status status = stream->Finish();

@@ -159,6 +159,10 @@ class ServerLink {
   BundleSink* const sink_;
   const std::string instance_id_;
   Backoff backoff_;  // connection thread only
+  // Whether the last stream got the server's config, and how the stream before ended
+  // (status_.last_error); under mu_.
+  bool stream_was_configured_ ABSL_GUARDED_BY(mu_) = false;
+  std::string last_end_error_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -55,6 +55,10 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
                                "Agent streams that sent a valid Hello.");
   streams_rejected = MakeCounter(reg, "rxfleet_server_streams_rejected_total",
                                  "Agent streams ended because of invalid messages.");
+  streams_refused = &prometheus::BuildCounter()
+                         .Name("rxfleet_server_streams_refused_total")
+                         .Help("Agent streams refused before or without a Hello, by reason.")
+                         .Register(reg);
   streams_replaced = MakeCounter(reg, "rxfleet_server_streams_replaced_total",
                                  "Agent streams ended by a newer stream of the same host.");
   auto& windows = prometheus::BuildCounter()

@@ -37,6 +37,9 @@ struct ServerMetrics {
   // Streams.
   prometheus::Counter* streams_opened;    ///< streams that sent a valid Hello
   prometheus::Counter* streams_rejected;  ///< streams ended for invalid input
+  /// streams_refused_total{reason}: refused before or without a Hello ("no_client_certificate",
+  /// "hello_pending_peer", "hello_pending_total", "hello_timeout").
+  prometheus::Family<prometheus::Counter>* streams_refused;
   prometheus::Counter* streams_replaced;  ///< streams ended by a newer stream of their host
 
   // Experiments.

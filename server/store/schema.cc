@@ -85,6 +85,16 @@ constexpr Migration kMigrations[] = {
         record BLOB NOT NULL
       );
     )sql"},
+    {5, "audit events in their own table, kept by age only",
+     R"sql(
+      CREATE TABLE audit_events (
+        resource_version INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        last_time_ns INTEGER NOT NULL,
+        record BLOB NOT NULL
+      );
+      CREATE INDEX audit_events_by_last_time ON audit_events (last_time_ns);
+    )sql"},
 };
 
 }  // namespace
