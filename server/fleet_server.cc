@@ -91,6 +91,12 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   if (options.max_receive_message_bytes <= 0) {
     return absl::InvalidArgumentError("max receive message size must be positive");
   }
+  if (options.max_bundle_bytes < kMinBundleBytes ||
+      options.max_bundle_bytes > static_cast<size_t>(common::kMaxServerMessageBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max-bundle-bytes ", options.max_bundle_bytes, " is out of range ", kMinBundleBytes, "..",
+        common::kMaxServerMessageBytes, " (agents accept no larger message)"));
+  }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (options.tls.has_value()) {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls = TlsCredentials(*options.tls);
@@ -174,11 +180,12 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   s.debouncer_ = std::make_unique<Debouncer>(options.push_debounce, [&s] {
     if (s.agent_service_ != nullptr) s.agent_service_->PushCurrentBundle();
   });
-  s.fleet_api_ = std::make_unique<FleetApi>(
-      FleetApiDeps{s.store_.get(), s.registry_.get(), s.policies_.get(), s.events_.get(),
-                   s.metrics_.get(), [debouncer = s.debouncer_.get()] { debouncer->Trigger(); }});
+  s.fleet_api_ = std::make_unique<FleetApi>(FleetApiDeps{
+      s.store_.get(), s.registry_.get(), s.policies_.get(), s.events_.get(), s.metrics_.get(),
+      [debouncer = s.debouncer_.get()] { debouncer->Trigger(); }, options.max_bundle_bytes});
   ExperimentControllerOptions experiment_options;
   experiment_options.retention = options.experiment_retention;
+  experiment_options.max_bundle_bytes = options.max_bundle_bytes;
   FleetApi* api = s.fleet_api_.get();
   absl::StatusOr<std::unique_ptr<ExperimentController>> experiments = ExperimentController::Create(
       experiment_options, ExperimentControllerDeps{

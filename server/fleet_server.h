@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/link_limits.h"
 
 namespace rxfleet::server {
 
@@ -50,6 +51,9 @@ inline constexpr absl::Duration kServerKeepaliveTimeout = absl::Seconds(20);
 
 /// Largest message the server accepts (an inventory of 256 adapters is far smaller).
 inline constexpr int kMaxReceiveMessageBytes = 4 << 20;
+
+/// Smallest --max-bundle-bytes (bytes).
+inline constexpr size_t kMinBundleBytes = 64 << 10;
 
 struct FleetServerOptions {
   /// gRPC listen address HOST:PORT (port 0 = any free port; read grpc_port()).
@@ -96,6 +100,10 @@ struct FleetServerOptions {
   /// Agent streams without a Hello yet, in total and per peer IP (see AgentServiceOptions).
   size_t max_pending_hello = 1024;
   size_t max_pending_hello_per_peer = 64;
+  /// Largest bundle message a host may get (bytes, 64 KiB .. common::kMaxServerMessageBytes,
+  /// what agents accept): policy and experiment changes that would make one larger are
+  /// refused (server/api/bundle_limit.h).
+  size_t max_bundle_bytes = common::kMaxServerMessageBytes;
   /// Memory gRPC may use for connections and calls (a grpc::ResourceQuota, bytes); beyond it
   /// new connections and streams are refused instead of growing the process.
   size_t grpc_memory_bytes = size_t{512} << 20;

@@ -198,6 +198,12 @@ int main(int argc, char** argv) {
                  "agent streams without a Hello yet from one IP address; more are refused")
       ->default_val(options.max_pending_hello_per_peer)
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-bundle-bytes", options.max_bundle_bytes,
+                 "largest bundle message a host may get; policy and experiment changes that "
+                 "would make one larger are refused (agents accept at most 4194304)")
+      ->default_val(options.max_bundle_bytes)
+      ->check(CLI::Range(size_t{rxfleet::server::kMinBundleBytes},
+                         static_cast<size_t>(rxfleet::common::kMaxServerMessageBytes)));
   size_t grpc_memory_mb = options.grpc_memory_bytes >> 20;
   app.add_option("--grpc-memory-mb", grpc_memory_mb,
                  "memory gRPC may use for connections and calls (MiB); beyond it new "

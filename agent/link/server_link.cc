@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/link/bundle_file.h"
+#include "common/link_limits.h"
 #include "common/proto/time.h"
 
 namespace rxfleet::agent {
@@ -252,6 +253,8 @@ grpc::Status ServerLink::RunStream() {
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // A fresh channel per attempt: the link's own jittered backoff decides when to reconnect.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // The bound the server checks every bundle against (common/link_limits.h).
+  args.SetMaxReceiveMessageSize(common::kMaxServerMessageBytes);
   std::shared_ptr<grpc::ChannelCredentials> credentials = options_.credentials;
   if (credentials == nullptr && options_.tls.has_value()) {
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls = LinkCredentials(*options_.tls);

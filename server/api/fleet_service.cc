@@ -302,6 +302,20 @@ grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerC
       });
 }
 
+grpc::ServerUnaryReactor* FleetServiceImpl::DeleteExperiment(
+    grpc::CallbackServerContext* context, const v1::DeleteExperimentRequest* request,
+    v1::Experiment* response) {
+  return RunExperiment(context, __func__, response,
+                       [this, request](ExperimentController& experiments, const Caller& caller) {
+                         absl::StatusOr<v1::Experiment> deleted =
+                             experiments.DeleteExperiment(*request);
+                         AuditExperiment(caller, "DeleteExperiment", request->name(), "",
+                                         deleted.ok() ? deleted->metadata().resource_version() : "",
+                                         "", false, deleted.status());
+                         return deleted;
+                       });
+}
+
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(
     grpc::CallbackServerContext* context, const v1::GetExperimentReportRequest* request,
     v1::ExperimentReport* response) {

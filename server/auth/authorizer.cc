@@ -37,6 +37,7 @@ constexpr std::array kMethodRoles = {
     MethodRole{"ListExperiments", Role::kViewer},
     MethodRole{"GetExperiment", Role::kViewer},
     MethodRole{"StopExperiment", Role::kOperator},
+    MethodRole{"DeleteExperiment", Role::kOperator},
     MethodRole{"GetExperimentReport", Role::kViewer},
     MethodRole{"PromoteExperiment", Role::kOperator, Role::kViewer},
     MethodRole{"ListEvents", Role::kViewer},

@@ -202,6 +202,9 @@ class Store {
   absl::StatusOr<v1::Experiment> UpdateExperimentStatus(std::string_view name,
                                                         const v1::ExperimentStatus& status,
                                                         absl::Time now);
+  /// Deletes a stored experiment and its metric windows in one transaction. NotFound if it
+  /// does not exist; write errors as ApplyPolicy.
+  absl::Status DeleteExperiment(std::string_view name);
   /// Every stored experiment, ordered by create time (oldest first).
   absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments();
 
