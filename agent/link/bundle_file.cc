@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
+#include "common/regular_file.h"
 
 namespace rxfleet::agent {
 namespace {
@@ -96,35 +97,24 @@ absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bu
 }
 
 absl::StatusOr<v1::PersistedBundle> ReadBundleFile(const std::string& path) {
-  // Non-blocking: a FIFO at the path must not hang start-up (nor ignore SIGTERM).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    const int error = errno;
-    if (error == ENOENT) return absl::NotFoundError(absl::StrCat("no persisted bundle at ", path));
-    return ErrnoStatus(error, absl::StrCat("cannot read ", path));
+  // Non-blocking, regular files only, size capped (a FIFO at the path hung start-up with
+  // SIGTERM ignored; a huge file took all memory).
+  absl::StatusOr<std::string> read = common::ReadRegularFile(path, kMaxBundleFileBytes);
+  if (!read.ok()) {
+    switch (read.status().code()) {
+      case absl::StatusCode::kNotFound:
+        return absl::NotFoundError(absl::StrCat("no persisted bundle at ", path));
+      case absl::StatusCode::kFailedPrecondition:
+        return absl::FailedPreconditionError(absl::StrCat(
+            path, " is not a regular file; remove it so the agent can persist bundles"));
+      case absl::StatusCode::kOutOfRange:
+        return absl::DataLossError(
+            absl::StrCat(read.status().message(), " a persisted bundle can have; ignoring it"));
+      default:
+        return read.status();
+    }
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is not a regular file; remove it so the agent can persist bundles"));
-  }
-  if (st.st_size > static_cast<off_t>(kMaxBundleFileBytes)) {
-    ::close(fd);
-    return absl::DataLossError(absl::StrCat(path, " has ", st.st_size, " bytes, more than the ",
-                                            kMaxBundleFileBytes,
-                                            " a persisted bundle can have; ignoring it"));
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(done);
+  const std::string& bytes = *read;
   v1::PersistedBundle persisted;
   if (persisted.ParseFromString(bytes) && persisted.has_bundle()) return persisted;
   // Written before host ids were recorded: a bare PolicyBundle.

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/reconcile/policy_set.h"
+#include "common/link_limits.h"
 #include "rxfleet/v1/agent_service.pb.h"
 #include "rxfleet/v1/agent_state.pb.h"
 
@@ -26,8 +27,9 @@ absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bu
                              const std::string& host_id);
 
 /// Largest persisted bundle file read back (bytes): the largest message the agent accepts from
-/// the server (gRPC's 4 MiB default) plus its host id.
-inline constexpr size_t kMaxBundleFileBytes = (size_t{4} << 20) + 4096;
+/// the server (common::kMaxServerMessageBytes) plus its host id.
+inline constexpr size_t kMaxBundleFileBytes =
+    static_cast<size_t>(common::kMaxServerMessageBytes) + 4096;
 
 /// Reads a file written by WriteBundleFile, or by an agent from before host ids were recorded
 /// (a bare PolicyBundle: host_id comes back empty). Opened non-blocking. NotFound if the file

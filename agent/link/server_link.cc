@@ -384,17 +384,21 @@ void ServerLink::HandleBundle(const v1::PolicyBundle& bundle) {
       converted.ok() ? sink_->ApplyServerBundle(*converted) : converted.status();
   v1::AgentMessage reply;
   if (applied.ok()) {
+    v1::Ack* ack = reply.mutable_ack();
     if (!options_.state_dir.empty()) {
       if (absl::Status saved = WriteBundleFile(BundlePath(), bundle, options_.hello.host_id());
           !saved.ok()) {
+        // Still an ACK (the bundle is in effect; a NACK would say the old one is), saying
+        // that it is not saved (docs/API.md).
         Log(LogLevel::kWarning,
             absl::StrCat("bundle version ", bundle.version(),
                          " applied but not persisted (a restart without the server falls back "
                          "to the previous file): ",
                          saved.message()));
+        ack->set_persist_error(std::string(saved.message()));
+        if (options_.on_bundle_persist_failure) options_.on_bundle_persist_failure();
       }
     }
-    v1::Ack* ack = reply.mutable_ack();
     ack->set_version(bundle.version());
     ack->set_nonce(bundle.nonce());
     *ack->mutable_apply_time() = common::TimeToProto(absl::Now());

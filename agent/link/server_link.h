@@ -98,6 +98,9 @@ struct ServerLinkOptions {
   /// Counts metric windows by result: "sent" (the stream accepted it) or "dropped" (pushed out
   /// of the full queue). Called with the link's lock held: must not call into the link.
   std::function<void(std::string_view result)> on_metric_window;
+  /// Called (from the link's thread) for every server bundle applied but not saved in
+  /// `state_dir`; its ACK then carries persist_error. Must not call into the link.
+  std::function<void()> on_bundle_persist_failure;
 };
 
 class ServerLink {

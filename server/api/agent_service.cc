@@ -401,9 +401,19 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     }
     deps_.metrics->acks->Increment();
     deps_.metrics->push_to_ack_seconds->Observe(absl::ToDoubleSeconds(now - pushed_at));
-    if (deps_.registry->RecordAck(host_id_, stream_id_, ack.version(), now)) {
+    const std::string persist_error = ack.persist_error().substr(0, kMaxNackDetailLength);
+    if (!persist_error.empty()) deps_.metrics->acks_not_persisted->Increment();
+    if (!deps_.registry->RecordAck(host_id_, stream_id_, ack.version(), now, persist_error)) {
+      return;
+    }
+    if (persist_error.empty()) {
       deps_.events->Record(HostEvent(host_id_, v1::EVENT_TYPE_NORMAL, "BundleAcked",
                                      absl::StrCat("applied bundle version ", ack.version())),
+                           now);
+    } else {
+      deps_.events->Record(HostEvent(host_id_, v1::EVENT_TYPE_WARNING, "BundleNotPersisted",
+                                     absl::StrCat("applied bundle version ", ack.version(),
+                                                  " but could not save it: ", persist_error)),
                            now);
     }
   }

@@ -36,6 +36,9 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
                   "Bundles not sent because a newer bundle replaced them in a stream's queue.");
   acks = MakeCounter(reg, "rxfleet_server_acks_total", "ACKs of the latest bundle pushed.");
   nacks = MakeCounter(reg, "rxfleet_server_nacks_total", "NACKs of the latest bundle pushed.");
+  acks_not_persisted =
+      MakeCounter(reg, "rxfleet_server_acks_not_persisted_total",
+                  "ACKs of the latest bundle pushed whose agent could not save the bundle.");
   stale_replies = MakeCounter(reg, "rxfleet_server_stale_replies_total",
                               "ACKs and NACKs ignored because their nonce is not the latest.");
   push_to_ack_seconds =
