@@ -91,6 +91,12 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   if (options.max_receive_message_bytes <= 0) {
     return absl::InvalidArgumentError("max receive message size must be positive");
   }
+  if (options.max_bundle_bytes < kMinBundleBytes ||
+      options.max_bundle_bytes > static_cast<size_t>(common::kMaxServerMessageBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max-bundle-bytes ", options.max_bundle_bytes, " is out of range ", kMinBundleBytes, "..",
+        common::kMaxServerMessageBytes, " (agents accept no larger message)"));
+  }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (options.tls.has_value()) {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls = TlsCredentials(*options.tls);
@@ -142,6 +148,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   EventLogOptions event_options;
   event_options.max_events = options.max_events;
   event_options.max_age = options.event_max_age;
+  event_options.audit_max_age = options.audit_max_age;
   s.events_ = std::make_unique<EventLog>(event_options, std::move(state->events),
                                          state->last_event_version);
   RegistryOptions registry_options;
@@ -160,16 +167,25 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   agent_options.report_interval = options.stale_after / 3;
   agent_options.require_client_certificate = options.tls.has_value();
   agent_options.hello_timeout = options.hello_timeout;
+  agent_options.max_pending_hello = options.max_pending_hello;
+  agent_options.max_pending_hello_per_peer = options.max_pending_hello_per_peer;
+  if (options.max_concurrent_streams < 1 || options.max_pending_hello < 1 ||
+      options.max_pending_hello_per_peer < 1 || options.grpc_memory_bytes < (size_t{16} << 20)) {
+    return absl::InvalidArgumentError(
+        "max-concurrent-streams, max-pending-hello and max-pending-hello-per-peer must be at "
+        "least 1, grpc-memory-mb at least 16");
+  }
   // The debouncer's action reaches the agent service through this pointer, set below: the
   // experiment controller needs the FleetApi, which needs the debouncer.
   s.debouncer_ = std::make_unique<Debouncer>(options.push_debounce, [&s] {
     if (s.agent_service_ != nullptr) s.agent_service_->PushCurrentBundle();
   });
-  s.fleet_api_ = std::make_unique<FleetApi>(
-      FleetApiDeps{s.store_.get(), s.registry_.get(), s.policies_.get(), s.events_.get(),
-                   s.metrics_.get(), [debouncer = s.debouncer_.get()] { debouncer->Trigger(); }});
+  s.fleet_api_ = std::make_unique<FleetApi>(FleetApiDeps{
+      s.store_.get(), s.registry_.get(), s.policies_.get(), s.events_.get(), s.metrics_.get(),
+      [debouncer = s.debouncer_.get()] { debouncer->Trigger(); }, options.max_bundle_bytes});
   ExperimentControllerOptions experiment_options;
   experiment_options.retention = options.experiment_retention;
+  experiment_options.max_bundle_bytes = options.max_bundle_bytes;
   FleetApi* api = s.fleet_api_.get();
   absl::StatusOr<std::unique_ptr<ExperimentController>> experiments = ExperimentController::Create(
       experiment_options, ExperimentControllerDeps{
@@ -197,6 +213,10 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen, credentials, &s.grpc_port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  grpc::ResourceQuota quota("rxfleet-server");
+  quota.Resize(options.grpc_memory_bytes);
+  builder.SetResourceQuota(quota);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       static_cast<int>(absl::ToInt64Milliseconds(options.min_recv_ping_interval)));
@@ -304,8 +324,9 @@ bool FleetServer::Flush() {
   std::vector<HostRecord> hosts = registry_->TakeDirty();
   std::vector<v1::Event> events = events_->TakeUnsaved();
   if (hosts.empty() && events.empty() && local_audit.empty()) return true;
-  const absl::Status saved = store_->SaveRegistry(
-      hosts, events, options_.max_events, absl::Now() - options_.event_max_age, local_audit);
+  const absl::Status saved =
+      store_->SaveRegistry(hosts, events, options_.max_events, absl::Now() - options_.event_max_age,
+                           local_audit, absl::Now() - options_.audit_max_age);
   if (saved.ok()) {
     for (int64_t id : local_audit) local_audit_recorded_.erase(id);
     if (flush_failing_) Log(LogLevel::kInfo, "registry writes to the database work again");

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/link_limits.h"
 
 namespace rxfleet::server {
 
@@ -51,6 +52,9 @@ inline constexpr absl::Duration kServerKeepaliveTimeout = absl::Seconds(20);
 /// Largest message the server accepts (an inventory of 256 adapters is far smaller).
 inline constexpr int kMaxReceiveMessageBytes = 4 << 20;
 
+/// Smallest --max-bundle-bytes (bytes).
+inline constexpr size_t kMinBundleBytes = 64 << 10;
+
 struct FleetServerOptions {
   /// gRPC listen address HOST:PORT (port 0 = any free port; read grpc_port()).
   std::string listen = std::string(kDefaultListen);
@@ -64,9 +68,11 @@ struct FleetServerOptions {
   absl::Duration push_debounce = absl::Milliseconds(100);
   /// How often registry and event changes are written to the database.
   absl::Duration flush_interval = absl::Seconds(1);
-  /// Events kept, and their maximum age.
+  /// Fleet (non-audit) events kept, and their maximum age.
   size_t max_events = 10000;
   absl::Duration event_max_age = absl::Hours(24 * 7);
+  /// Audit events are kept this long, whatever the volume of other events (--audit-retention).
+  absl::Duration audit_max_age = absl::Hours(24 * 365);
   /// Metric windows of experiments that ended longer ago than this are deleted.
   absl::Duration experiment_retention = absl::Hours(24 * 30);
   /// FleetService worker threads (handlers that read the registry and write SQLite).
@@ -88,6 +94,19 @@ struct FleetServerOptions {
   absl::Duration hello_timeout = absl::Seconds(30);
   /// Largest message accepted from a client (bytes).
   int max_receive_message_bytes = kMaxReceiveMessageBytes;
+  /// HTTP/2 streams one client connection may have open at once (gRPC
+  /// max_concurrent_streams); further streams wait in the client until one ends.
+  int max_concurrent_streams = 100;
+  /// Agent streams without a Hello yet, in total and per peer IP (see AgentServiceOptions).
+  size_t max_pending_hello = 1024;
+  size_t max_pending_hello_per_peer = 64;
+  /// Largest bundle message a host may get (bytes, 64 KiB .. common::kMaxServerMessageBytes,
+  /// what agents accept): policy and experiment changes that would make one larger are
+  /// refused (server/api/bundle_limit.h).
+  size_t max_bundle_bytes = common::kMaxServerMessageBytes;
+  /// Memory gRPC may use for connections and calls (a grpc::ResourceQuota, bytes); beyond it
+  /// new connections and streams are refused instead of growing the process.
+  size_t grpc_memory_bytes = size_t{512} << 20;
 };
 
 class FleetServer {

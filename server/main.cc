@@ -181,6 +181,35 @@ int main(int argc, char** argv) {
                  "(the experiments themselves are kept)")
       ->default_val(experiment_retention)
       ->check(DurationValidator());
+  std::string audit_retention = "8760h";
+  app.add_option("--audit-retention", audit_retention,
+                 "keep audit events this long (never dropped for the volume of other events)")
+      ->default_val(audit_retention)
+      ->check(DurationValidator());
+  app.add_option("--max-concurrent-streams", options.max_concurrent_streams,
+                 "gRPC streams one client connection may have open at once")
+      ->default_val(options.max_concurrent_streams)
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--max-pending-hello", options.max_pending_hello,
+                 "agent streams without a Hello yet, in total; more are refused")
+      ->default_val(options.max_pending_hello)
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-pending-hello-per-peer", options.max_pending_hello_per_peer,
+                 "agent streams without a Hello yet from one IP address; more are refused")
+      ->default_val(options.max_pending_hello_per_peer)
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-bundle-bytes", options.max_bundle_bytes,
+                 "largest bundle message a host may get; policy and experiment changes that "
+                 "would make one larger are refused (agents accept at most 4194304)")
+      ->default_val(options.max_bundle_bytes)
+      ->check(CLI::Range(size_t{rxfleet::server::kMinBundleBytes},
+                         static_cast<size_t>(rxfleet::common::kMaxServerMessageBytes)));
+  size_t grpc_memory_mb = options.grpc_memory_bytes >> 20;
+  app.add_option("--grpc-memory-mb", grpc_memory_mb,
+                 "memory gRPC may use for connections and calls (MiB); beyond it new "
+                 "connections and streams are refused")
+      ->default_val(grpc_memory_mb)
+      ->check(CLI::Range(16, 1 << 20));
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
@@ -235,7 +264,9 @@ int main(int argc, char** argv) {
     options.tls = rxfleet::server::FleetServerOptions::Tls{tls_cert, tls_key, tls_client_ca};
   }
   if (options.http_listen == "none") options.http_listen.clear();
+  options.grpc_memory_bytes = grpc_memory_mb << 20;
   (void)absl::ParseDuration(stale_after, &options.stale_after);
+  (void)absl::ParseDuration(audit_retention, &options.audit_max_age);
   (void)absl::ParseDuration(push_debounce, &options.push_debounce);
   (void)absl::ParseDuration(experiment_retention, &options.experiment_retention);
 

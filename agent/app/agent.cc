@@ -252,6 +252,10 @@ void Agent::CountMetricWindow(std::string_view result) {
   if (telemetry_) telemetry_->CountMetricWindow(result);
 }
 
+void Agent::CountBundlePersistFailure() {
+  if (telemetry_) telemetry_->CountBundlePersistFailure();
+}
+
 void Agent::DeliverMetricWindow(ExperimentWindow window) {
   // Under the lock, so a sink being replaced (SetMetricWindowSink(nullptr)) is not called
   // afterwards. The sink only queues.

@@ -156,6 +156,8 @@ class Agent {
   /// Counts one experiment window in rxfleet_agent_metric_windows_total{result} ("sent",
   /// "dropped"; other words are ignored). Any thread.
   void CountMetricWindow(std::string_view result);
+  /// Counts a server bundle applied but not saved (rxfleet_agent_bundle_persist_failures_total).
+  void CountBundlePersistFailure();
 
   /// Server link state for the status answer (default: standalone, no server link).
   void SetServerLinkStatus(v1::ServerLinkStatus status);

@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<AgentLinkBinding>> AgentLinkBinding::Create(
     }
   };
   options.on_metric_window = [agent](std::string_view result) { agent->CountMetricWindow(result); };
+  options.on_bundle_persist_failure = [agent] { agent->CountBundlePersistFailure(); };
   absl::StatusOr<std::unique_ptr<ServerLink>> link =
       ServerLink::Create(std::move(options), binding.get());
   if (!link.ok()) return link.status();

@@ -7,13 +7,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
+#include "common/regular_file.h"
 
 namespace rxfleet::agent {
 namespace {
@@ -98,20 +97,29 @@ absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bu
 }
 
 absl::StatusOr<v1::PersistedBundle> ReadBundleFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (!std::filesystem::exists(path)) {
-      return absl::NotFoundError(absl::StrCat("no persisted bundle at ", path));
+  // Non-blocking, regular files only, size capped (a FIFO at the path hung start-up with
+  // SIGTERM ignored; a huge file took all memory).
+  absl::StatusOr<std::string> read = common::ReadRegularFile(path, kMaxBundleFileBytes);
+  if (!read.ok()) {
+    switch (read.status().code()) {
+      case absl::StatusCode::kNotFound:
+        return absl::NotFoundError(absl::StrCat("no persisted bundle at ", path));
+      case absl::StatusCode::kFailedPrecondition:
+        return absl::FailedPreconditionError(absl::StrCat(
+            path, " is not a regular file; remove it so the agent can persist bundles"));
+      case absl::StatusCode::kOutOfRange:
+        return absl::DataLossError(
+            absl::StrCat(read.status().message(), " a persisted bundle can have; ignoring it"));
+      default:
+        return read.status();
     }
-    return absl::PermissionDeniedError(absl::StrCat("cannot read ", path));
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
+  const std::string& bytes = *read;
   v1::PersistedBundle persisted;
-  if (persisted.ParseFromString(contents.str()) && persisted.has_bundle()) return persisted;
+  if (persisted.ParseFromString(bytes) && persisted.has_bundle()) return persisted;
   // Written before host ids were recorded: a bare PolicyBundle.
   persisted.Clear();
-  if (!persisted.mutable_bundle()->ParseFromString(contents.str())) {
+  if (!persisted.mutable_bundle()->ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(path, " is not a persisted bundle"));
   }
   return persisted;

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/reconcile/policy_set.h"
+#include "common/link_limits.h"
 #include "rxfleet/v1/agent_service.pb.h"
 #include "rxfleet/v1/agent_state.pb.h"
 
@@ -25,10 +26,16 @@ inline constexpr char kBundleFileName[] = "bundle.pb";
 absl::Status WriteBundleFile(const std::string& path, const v1::PolicyBundle& bundle,
                              const std::string& host_id);
 
+/// Largest persisted bundle file read back (bytes): the largest message the agent accepts from
+/// the server (common::kMaxServerMessageBytes) plus its host id.
+inline constexpr size_t kMaxBundleFileBytes =
+    static_cast<size_t>(common::kMaxServerMessageBytes) + 4096;
+
 /// Reads a file written by WriteBundleFile, or by an agent from before host ids were recorded
-/// (a bare PolicyBundle: host_id comes back empty). NotFound if the file does not exist;
-/// PermissionDenied if it cannot be read; DataLoss if it is neither (e.g. written by something
-/// else).
+/// (a bare PolicyBundle: host_id comes back empty). Opened non-blocking. NotFound if the file
+/// does not exist; PermissionDenied (or Internal) naming the OS reason if it cannot be opened;
+/// FailedPrecondition if it is not a regular file (a FIFO, a directory); DataLoss if it is
+/// larger than kMaxBundleFileBytes or not a persisted bundle (e.g. written by something else).
 absl::StatusOr<v1::PersistedBundle> ReadBundleFile(const std::string& path);
 
 /// Whose a persisted bundle is, compared with the host id of the agent reading it.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/link/bundle_file.h"
+#include "common/link_limits.h"
 #include "common/proto/time.h"
 
 namespace rxfleet::agent {
@@ -197,6 +198,7 @@ void ServerLink::Loop() {
       status_.set_state(v1::SERVER_LINK_STATE_CONNECTING);
     }
     PublishStatus();
+    const absl::Time started = absl::Now();
     const grpc::Status ended = Explained(RunStream());
     absl::Duration delay;
     {
@@ -206,6 +208,13 @@ void ServerLink::Loop() {
       status_.set_last_error(ended.ok()
                                  ? "the server ended the stream"
                                  : absl::StrCat(ended.error_code(), " ", ended.error_message()));
+      // A stream the server accepted resets the backoff, unless it ended soon with the same
+      // error as the stream before: then the cause persists (e.g. a bundle larger than the agent
+      // accepts) and reconnecting at once would only repeat it.
+      const std::string error = status_.last_error();
+      const bool short_lived = absl::Now() - started < options_.backoff.max;
+      if (stream_was_configured_ && !(short_lived && error == last_end_error_)) backoff_.Reset();
+      last_end_error_ = error;
       delay = backoff_.NextDelay() * absl::Uniform(gen, 0.5, 1.0);
     }
     PublishStatus();
@@ -244,6 +253,8 @@ grpc::Status ServerLink::RunStream() {
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // A fresh channel per attempt: the link's own jittered backoff decides when to reconnect.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // The bound the server checks every bundle against (common/link_limits.h).
+  args.SetMaxReceiveMessageSize(common::kMaxServerMessageBytes);
   std::shared_ptr<grpc::ChannelCredentials> credentials = options_.credentials;
   if (credentials == nullptr && options_.tls.has_value()) {
     absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls = LinkCredentials(*options_.tls);
@@ -300,7 +311,6 @@ grpc::Status ServerLink::RunStream() {
       if (options_.on_config) options_.on_config(message.config());
       if (!configured) {
         configured = true;
-        backoff_.Reset();
         Log(LogLevel::kInfo, absl::StrCat("connected to ", options_.server_address, " (server ",
                                           message.config().server_version(), ")"));
         PublishStatus();
@@ -313,6 +323,7 @@ grpc::Status ServerLink::RunStream() {
     absl::MutexLock lock(&mu_);
     stream_open_ = false;
     stream_configured_ = false;
+    stream_was_configured_ = configured;
   }
   writer.join();
   const grpc::Status status = stream->Finish();
@@ -373,17 +384,21 @@ void ServerLink::HandleBundle(const v1::PolicyBundle& bundle) {
       converted.ok() ? sink_->ApplyServerBundle(*converted) : converted.status();
   v1::AgentMessage reply;
   if (applied.ok()) {
+    v1::Ack* ack = reply.mutable_ack();
     if (!options_.state_dir.empty()) {
       if (absl::Status saved = WriteBundleFile(BundlePath(), bundle, options_.hello.host_id());
           !saved.ok()) {
+        // Still an ACK (the bundle is in effect; a NACK would say the old one is), saying
+        // that it is not saved (docs/API.md).
         Log(LogLevel::kWarning,
             absl::StrCat("bundle version ", bundle.version(),
                          " applied but not persisted (a restart without the server falls back "
                          "to the previous file): ",
                          saved.message()));
+        ack->set_persist_error(std::string(saved.message()));
+        if (options_.on_bundle_persist_failure) options_.on_bundle_persist_failure();
       }
     }
-    v1::Ack* ack = reply.mutable_ack();
     ack->set_version(bundle.version());
     ack->set_nonce(bundle.nonce());
     *ack->mutable_apply_time() = common::TimeToProto(absl::Now());

@@ -98,6 +98,9 @@ struct ServerLinkOptions {
   /// Counts metric windows by result: "sent" (the stream accepted it) or "dropped" (pushed out
   /// of the full queue). Called with the link's lock held: must not call into the link.
   std::function<void(std::string_view result)> on_metric_window;
+  /// Called (from the link's thread) for every server bundle applied but not saved in
+  /// `state_dir`; its ACK then carries persist_error. Must not call into the link.
+  std::function<void()> on_bundle_persist_failure;
 };
 
 class ServerLink {
@@ -159,6 +162,10 @@ class ServerLink {
   BundleSink* const sink_;
   const std::string instance_id_;
   Backoff backoff_;  // connection thread only
+  // Whether the last stream got the server's config, and how the stream before ended
+  // (status_.last_error); under mu_.
+  bool stream_was_configured_ ABSL_GUARDED_BY(mu_) = false;
+  std::string last_end_error_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

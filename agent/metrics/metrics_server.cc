@@ -101,7 +101,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     // The callbacks are copied by civetweb when the server starts.
     server->exposer_ = std::make_unique<prometheus::Exposer>(
         std::vector<std::string>{"listening_ports", listening, "num_threads",
-                                 std::to_string(options.threads)},
+                                 std::to_string(options.threads),
+                                 // An idle or slow client holds a worker only this long
+                                 // (civetweb's default is 30 s).
+                                 "request_timeout_ms", std::to_string(kHttpRequestTimeoutMs)},
         &callbacks);
   } catch (const std::exception& e) {
     return common::ListenError("--metrics-address", listening, e.what());

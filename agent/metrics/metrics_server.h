@@ -20,6 +20,10 @@ namespace rxfleet::agent {
 /// Alertmanager 9093, node_exporter 9100, blackbox_exporter 9115).
 inline constexpr std::string_view kDefaultMetricsAddress = "127.0.0.1:9477";
 
+/// civetweb request_timeout_ms: a connection that has not sent a complete request (or read the
+/// answer) this long after it was accepted is closed, freeing its worker thread.
+inline constexpr int kHttpRequestTimeoutMs = 5000;
+
 /// A parsed HOST:PORT listen address.
 struct ListenAddress {
   std::string host;  ///< IPv4 literal ("127.0.0.1", "0.0.0.0") or IPv6 literal without brackets
@@ -34,8 +38,9 @@ struct MetricsServerOptions {
   /// HOST:PORT, see ParseListenAddress. Port 0 binds any free port (tests); read it back with
   /// MetricsServer::port().
   std::string address = std::string(kDefaultMetricsAddress);
-  /// HTTP worker threads. 1..16. Default 2.
-  int threads = 2;
+  /// HTTP worker threads. 1..16. Each open connection holds one until it is done or
+  /// kHttpRequestTimeoutMs passes, so a few idle TCP connections cannot stop a scrape.
+  int threads = 8;
 };
 
 /// The agent's HTTP endpoint (prometheus-cpp Exposer on civetweb):

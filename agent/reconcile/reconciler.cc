@@ -4,6 +4,15 @@
 #include "absl/strings/str_format.h"
 
 namespace rxfleet::agent {
+namespace {
+
+// A word no register read of a live chip returns: the asleep patterns (common/chips/rx_agg.h)
+// and all ones, what a failed or dead read often looks like (decoded, it would read as
+// "enabled" with every count, buffer and reserved bit set). Such a word is unreadable: never
+// decoded, never the base of a read-modify-write.
+bool Unreadable(uint32_t word) { return word == 0xFFFFFFFFu || common::IsAsleepPattern(word); }
+
+}  // namespace
 
 StepResult ReconcileRegisters(RegisterIo& io, const StepInput& input) {
   StepResult result;
@@ -22,7 +31,7 @@ StepResult ReconcileRegisters(RegisterIo& io, const StepInput& input) {
     result.status = word.status();
     return result;
   }
-  if (common::IsAsleepPattern(*word)) {
+  if (Unreadable(*word)) {
     result.outcome = StepOutcome::kAsleep;
     return result;
   }
@@ -66,7 +75,7 @@ StepResult ReconcileRegisters(RegisterIo& io, const StepInput& input) {
     result.verified = false;
     return result;
   }
-  if (common::IsAsleepPattern(*readback)) {
+  if (Unreadable(*readback)) {
     result.outcome = StepOutcome::kAsleep;
     result.verified = false;
     return result;

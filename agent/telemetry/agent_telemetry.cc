@@ -60,7 +60,13 @@ AgentTelemetry::AgentTelemetry(const TelemetryOptions& options, LogSink log,
                                 "accepted it), dropped (pushed out of the full queue)")
                           .Register(*registry_)),
       windows_sent_(metric_windows_.Add({{"result", "sent"}})),
-      windows_dropped_(metric_windows_.Add({{"result", "dropped"}})) {
+      windows_dropped_(metric_windows_.Add({{"result", "dropped"}})),
+      bundle_persist_failures_(prometheus::BuildCounter()
+                                   .Name("rxfleet_agent_bundle_persist_failures_total")
+                                   .Help("Server bundles applied but not saved in the state "
+                                         "directory (ACKed with persist_error)")
+                                   .Register(*registry_)
+                                   .Add({})) {
   if (!options.probe_target.empty()) {
     IcmpProberOptions probe;
     probe.procfs_root = options.procfs_root;

@@ -83,6 +83,8 @@ class AgentTelemetry : public AdapterObserver {
   /// Counts one experiment window in rxfleet_agent_metric_windows_total{result} ("sent",
   /// "dropped"; other words are ignored).
   void CountMetricWindow(std::string_view result);
+  /// Counts one server bundle applied but not saved in rxfleet_agent_bundle_persist_failures_total.
+  void CountBundlePersistFailure() { bundle_persist_failures_.Increment(); }
 
   /// Wall-clock time the next experiment window ends; nullopt without open windows.
   std::optional<absl::Time> NextExperimentEdge() const;
@@ -123,6 +125,7 @@ class AgentTelemetry : public AdapterObserver {
   prometheus::Family<prometheus::Counter>& metric_windows_;
   prometheus::Counter& windows_sent_;
   prometheus::Counter& windows_dropped_;
+  prometheus::Counter& bundle_persist_failures_;
   std::unique_ptr<WindowTracker> window_;
   std::unique_ptr<ExperimentWindowCollector> experiment_windows_;
   std::unique_ptr<Sampler> sampler_;

@@ -39,6 +39,8 @@ class FleetClient {
   virtual absl::StatusOr<v1::Experiment> GetExperiment(const v1::GetExperimentRequest& request) = 0;
   virtual absl::StatusOr<v1::Experiment> StopExperiment(
       const v1::StopExperimentRequest& request) = 0;
+  virtual absl::StatusOr<v1::Experiment> DeleteExperiment(
+      const v1::DeleteExperimentRequest& request) = 0;
   virtual absl::StatusOr<v1::ExperimentReport> GetExperimentReport(
       const v1::GetExperimentReportRequest& request) = 0;
   virtual absl::StatusOr<v1::PromoteExperimentResponse> PromoteExperiment(

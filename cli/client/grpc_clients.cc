@@ -145,6 +145,12 @@ class GrpcFleetClient final : public FleetClient {
       return stub_->StopExperiment(ctx, request, response);
     });
   }
+  absl::StatusOr<v1::Experiment> DeleteExperiment(
+      const v1::DeleteExperimentRequest& request) override {
+    return Unary<v1::Experiment>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->DeleteExperiment(ctx, request, response);
+    });
+  }
   absl::StatusOr<v1::ExperimentReport> GetExperimentReport(
       const v1::GetExperimentReportRequest& request) override {
     return Unary<v1::ExperimentReport>([&](grpc::ClientContext* ctx, auto* response) {

@@ -9,26 +9,31 @@
 
 namespace rxfleet::cli {
 
-/// Options of `rxfleetctl delete policy NAME`.
+/// Options of `rxfleetctl delete policy NAME` and `rxfleetctl delete experiment NAME`.
 struct DeleteOptions {
-  /// Policy name.
+  /// Policy or experiment name.
   std::string name;
   /// --resource-version: delete only if the stored policy still has this version (else
   /// ABORTED, exit 4). Empty = unconditional.
   std::string resource_version;
-  /// --dry-run: report the adapters that would change, delete nothing.
+  /// --dry-run (policies only): report the adapters that would change, delete nothing.
   bool dry_run = false;
+  /// Resource type: "policy" or "experiment".
+  std::string kind = "policy";
 };
 
-/// Adds `delete policy NAME` (alias `policies`) to `root`.
+/// Adds `delete policy NAME` (alias `policies`) and `delete experiment NAME` (alias
+/// `experiments`) to `root`.
 void AddDeleteCommand(CLI::App& root, SelectedCommand* selected);
 
 /// NAME present. InvalidArgument otherwise.
 absl::Status ValidateDeleteOptions(const DeleteOptions& options);
 
 /// Deletes the policy and prints "policy/NAME deleted" with the adapters whose settings
-/// change (they fall back to lower-precedence policies or the built-in default).
-/// NOT_FOUND (exit 3) for an unknown policy, ABORTED (exit 4) for a stale resource version.
+/// change (they fall back to lower-precedence policies or the built-in default); or deletes
+/// the ended experiment with its metric windows and prints "experiment/NAME deleted".
+/// NOT_FOUND (exit 3) for an unknown name, ABORTED (exit 4) for a stale resource version,
+/// FAILED_PRECONDITION for an experiment that still runs.
 absl::Status RunDelete(const DeleteOptions& options, FleetClient& client,
                        const CommandContext& ctx);
 

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "absl/status/status.h"
@@ -13,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "common/host_labels.h"
 #include "common/policy/document_reader.h"
+#include "common/regular_file.h"
 #include "common/string_view_compat.h"
 
 namespace rxfleet::common {
@@ -114,22 +113,16 @@ bool HasPolicySuffix(const std::filesystem::path& path, bool include_json) {
   return ext == ".yaml" || ext == ".yml" || (include_json && ext == ".json");
 }
 
+// A policy file's text; every failure names the OS reason (common/regular_file.h).
 absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path) {
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    return absl::NotFoundError(absl::StrCat(path.string(), ": cannot read: ", ec.message()));
+  absl::StatusOr<std::string> text = ReadRegularFile(path.string(), kMaxPolicyInputBytes);
+  if (absl::IsOutOfRange(text.status())) {
+    std::error_code ec;
+    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": ",
+                                                   std::filesystem::file_size(path, ec),
+                                                   " bytes exceeds the 1 MiB policy file limit"));
   }
-  if (size > kMaxPolicyInputBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path.string(), ": ", size, " bytes exceeds the 1 MiB policy file limit"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path.string(), ": cannot open"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path.string(), ": read error"));
-  return buffer.str();
+  return text;
 }
 
 }  // namespace

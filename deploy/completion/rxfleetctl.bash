@@ -25,6 +25,7 @@ _rxfleetctl_subcommand() {
     "describe|policy"|"describe|policies") echo "policy" ;;
     "describe|experiment"|"describe|experiments") echo "experiment" ;;
     "delete|policy"|"delete|policies") echo "policy" ;;
+    "delete|experiment"|"delete|experiments") echo "experiment" ;;
     "experiment|create") echo "create" ;;
     "experiment|report") echo "report" ;;
     "experiment|stop") echo "stop" ;;
@@ -51,8 +52,9 @@ _rxfleetctl_words() {
     "describe experiment") echo "-h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "apply") echo "-h --help -f --filename --dry-run --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "diff") echo "-h --help -f --filename --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
-    "delete") echo "policy policies -h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
+    "delete") echo "policy policies experiment experiments -h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "delete policy") echo "-h --help --resource-version --dry-run --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
+    "delete experiment") echo "-h --help --resource-version --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "experiment") echo "create report stop promote -h --help --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "experiment create") echo "-h --help -f --filename --dry-run --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
     "experiment report") echo "-h --help --segment -o --output --version --server --token --insecure --ca-file --cert-file --key-file --timeout --config --local --local-socket" ;;
@@ -216,6 +218,15 @@ _rxfleetctl_value() {
     "delete policy|--timeout") echo "any" ;;
     "delete policy|--config") echo "file" ;;
     "delete policy|--local-socket") echo "file" ;;
+    "delete experiment|--resource-version") echo "any" ;;
+    "delete experiment|--server") echo "any" ;;
+    "delete experiment|--token") echo "any" ;;
+    "delete experiment|--ca-file") echo "file" ;;
+    "delete experiment|--cert-file") echo "file" ;;
+    "delete experiment|--key-file") echo "file" ;;
+    "delete experiment|--timeout") echo "any" ;;
+    "delete experiment|--config") echo "file" ;;
+    "delete experiment|--local-socket") echo "file" ;;
     "experiment|--server") echo "any" ;;
     "experiment|--token") echo "any" ;;
     "experiment|--ca-file") echo "file" ;;

@@ -2,7 +2,8 @@
 // registers streams and fans bundles out to them (AgentServiceImpl, at the end).
 // Length reason: the reactor is one state machine (Hello deadline, reads, the coalescing
 // outbound queue, Finish exactly once, OnDone) whose invariants on mu_ hold across all its
-// methods; split across files it would have to expose that state. The service part is ~90 lines.
+// methods; split across files it would have to expose that state. The service part (~170 lines,
+// with the admission bounds for streams without a Hello) shares the stream's private types.
 
 #include "server/api/agent_service.h"
 
@@ -10,12 +11,16 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
+#include "common/string_view_compat.h"
 #include "rxfleet/version.h"
+#include "server/api/finish_gate.h"
 #include "server/api/status.h"
 #include "server/api/validation.h"
 #include "server/experiments/controller.h"
@@ -23,6 +28,8 @@
 #include "server/registry/outbound_queue.h"
 
 namespace rxfleet::server {
+
+using common::ToAbslView;
 
 // One agent stream. Lifetime: owned by `self_` from Start() until OnDone(), and by the
 // service's stream map while registered; the object may outlive OnDone (a fan-out holding a
@@ -35,11 +42,15 @@ namespace rxfleet::server {
 class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                           public std::enable_shared_from_this<AgentStream> {
  public:
-  AgentStream(AgentServiceImpl* service, grpc::CallbackServerContext* context)
+  // `identities`: CN and DNS SANs of the verified client certificate. The stream holds a
+  // Hello-pending slot of `peer_address` (taken by the service) until its first message.
+  AgentStream(AgentServiceImpl* service, grpc::CallbackServerContext* context,
+              std::vector<std::string> identities, std::string peer_address)
       : service_(service),
         deps_(service->deps_),
         peer_(context->peer()),
-        identities_(HostIdentities(*context->auth_context())) {}
+        peer_address_(std::move(peer_address)),
+        identities_(std::move(identities)) {}
 
   void Start() {
     self_ = shared_from_this();
@@ -56,9 +67,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   void HelloTimeout() {
     absl::MutexLock lock(&mu_);
-    if (stream_id_ != 0 || finish_status_.has_value()) return;
+    if (stream_id_ != 0 || gate_.finishing()) return;
     deps_.metrics->streams_rejected->Increment();
-    Log(LogLevel::kWarning,
+    service_->RecordRefusal(
+        "hello_timeout",
         absl::StrCat("agent stream from ", peer_, " sent no Hello within ",
                      absl::FormatDuration(service_->options_.hello_timeout), "; closing it"));
     RequestFinishLocked(grpc::Status(
@@ -99,6 +111,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   void OnReadDone(bool ok) override {
+    ReleasePending();
     if (!ok) {  // the agent closed its side or the call was cancelled
       End(grpc::Status::OK);
       return;
@@ -119,7 +132,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       RequestFinishLocked(ToGrpcStatus(status));
       return;
     }
-    if (!finish_status_.has_value()) StartRead(&read_buffer_);
+    if (!gate_.finishing()) StartRead(&read_buffer_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -127,15 +140,13 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     {
       absl::MutexLock lock(&mu_);
       if (ok) written_version = writing_version_;
-      if (!ok && !finish_status_.has_value()) {
-        // The transport is gone (agent vanished or call cancelled); nothing more can be sent.
-        finish_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed");
-      }
-      if (finish_status_.has_value()) {
-        queue_.Clear();
-        FinishLocked();
-      } else if (std::optional<Outgoing> next = queue_.WriteDone()) {
-        BeginWriteLocked(std::move(*next));
+      // !ok: the transport is gone (agent vanished or call cancelled); nothing more is sent.
+      if (!FinishIf(gate_.WriteDone(ok))) {
+        if (gate_.finishing()) {
+          queue_.Clear();
+        } else if (std::optional<Outgoing> next = queue_.WriteDone()) {
+          BeginWriteLocked(std::move(*next));
+        }
       }
     }
     if (written_version != 0) RecordSent(written_version);
@@ -143,6 +154,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   void OnDone() override {
     hello_alarm_.Cancel();
+    ReleasePending();
     const absl::Time now = absl::Now();
     std::string host_id;
     uint64_t stream_id = 0;
@@ -151,9 +163,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       absl::MutexLock lock(&mu_);
       host_id = host_id_;
       stream_id = stream_id_;
-      if (finish_status_.has_value() && !finish_status_->ok()) {
-        reason = finish_status_->error_message();
-      }
+      if (gate_.finishing() && !gate_.status().ok()) reason = gate_.status().error_message();
     }
     if (stream_id != 0) {
       service_->Unregister(host_id, this);
@@ -170,6 +180,12 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
  private:
   static constexpr size_t kConfigSlot = 0;
   static constexpr size_t kBundleSlot = 1;
+
+  // The first message (or the end of the stream) frees the Hello-pending slot.
+  void ReleasePending() {
+    if (!pending_.exchange(false)) return;
+    service_->ReleasePending(peer_address_);
+  }
 
   struct Outgoing {
     grpc::ByteBuffer message;
@@ -194,7 +210,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // registry learns about the write when it completes (OnWriteDone).
   void Enqueue(size_t slot, Outgoing item) {
     absl::MutexLock lock(&mu_);
-    if (finish_status_.has_value()) return;
+    if (gate_.finishing()) return;
     const uint64_t coalesced_before = queue_.coalesced();
     std::optional<Outgoing> next = queue_.Push(slot, std::move(item));
     if (queue_.coalesced() != coalesced_before) deps_.metrics->bundles_coalesced->Increment();
@@ -210,6 +226,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       sent_version_ = item.version;
       sent_pushed_at_ = item.pushed_at;
     }
+    gate_.WriteStarted();
     StartWrite(&write_buffer_);
   }
 
@@ -226,15 +243,15 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   }
 
   void RequestFinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finish_status_.has_value()) return;
-    finish_status_ = status;
-    if (!queue_.in_flight()) FinishLocked();
+    FinishIf(gate_.Request(status));
   }
 
-  void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    Finish(*finish_status_);
+  // Finishes when the gate says so (see finish_gate.h); returns `now`.
+  bool FinishIf(bool now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!now) return false;
+    queue_.Clear();
+    Finish(gate_.status());
+    return true;
   }
 
   absl::Status Handle(const v1::AgentMessage& message) {
@@ -384,9 +401,19 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     }
     deps_.metrics->acks->Increment();
     deps_.metrics->push_to_ack_seconds->Observe(absl::ToDoubleSeconds(now - pushed_at));
-    if (deps_.registry->RecordAck(host_id_, stream_id_, ack.version(), now)) {
+    const std::string persist_error = ack.persist_error().substr(0, kMaxNackDetailLength);
+    if (!persist_error.empty()) deps_.metrics->acks_not_persisted->Increment();
+    if (!deps_.registry->RecordAck(host_id_, stream_id_, ack.version(), now, persist_error)) {
+      return;
+    }
+    if (persist_error.empty()) {
       deps_.events->Record(HostEvent(host_id_, v1::EVENT_TYPE_NORMAL, "BundleAcked",
                                      absl::StrCat("applied bundle version ", ack.version())),
+                           now);
+    } else {
+      deps_.events->Record(HostEvent(host_id_, v1::EVENT_TYPE_WARNING, "BundleNotPersisted",
+                                     absl::StrCat("applied bundle version ", ack.version(),
+                                                  " but could not save it: ", persist_error)),
                            now);
     }
   }
@@ -404,7 +431,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     record.set_nonce(nack.nonce());
     record.set_error_detail(nack.error_detail().substr(0, kMaxNackDetailLength));
     *record.mutable_time() = common::TimeToProto(now);
-    if (deps_.registry->RecordNack(host_id_, stream_id_, record, now)) {
+    // One event per pushed bundle: repeated NACKs of the same nonce (an agent flooding
+    // distinct details) update the host's last NACK but add no events.
+    const bool first = std::exchange(nacked_nonce_, nack.nonce()) != nack.nonce();
+    if (deps_.registry->RecordNack(host_id_, stream_id_, record, now) && first) {
       deps_.events->Record(
           HostEvent(host_id_, v1::EVENT_TYPE_WARNING, "BundleNacked",
                     absl::StrCat("rejected bundle version ", nack.version(), " (keeps version ",
@@ -416,6 +446,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   AgentServiceImpl* const service_;
   const AgentServiceDeps deps_;
   const std::string peer_;
+  const std::string peer_address_;
+  std::atomic<bool> pending_{true};
   // CN and DNS SANs of the verified client certificate (empty without one).
   const std::vector<std::string> identities_;
   grpc::Alarm hello_alarm_;
@@ -424,6 +456,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // under mu_, before the stream is registered for pushes.
   grpc::ByteBuffer read_buffer_;
   bool hello_seen_ = false;
+  std::string nacked_nonce_;  // nonce of the last NACK that recorded an event
 
   absl::Mutex mu_;
   std::string host_id_;     // set once at Hello (guarded for the write path and OnDone)
@@ -435,8 +468,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   std::string sent_assignments_ ABSL_GUARDED_BY(mu_);  // of the newest bundle queued
   uint64_t sent_version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sent_pushed_at_ ABSL_GUARDED_BY(mu_);
-  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  FinishGate gate_ ABSL_GUARDED_BY(mu_);
 
   std::shared_ptr<AgentStream> self_;
 };
@@ -446,11 +478,88 @@ AgentServiceImpl::AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps
 
 AgentServiceImpl::~AgentServiceImpl() = default;
 
+namespace {
+
+// A stream refused before any per-stream state exists: it finishes at once and deletes itself.
+class RefusedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+std::string PeerAddress(std::string_view peer) {
+  if (!absl::StartsWith(ToAbslView(peer), "ipv4:") &&
+      !absl::StartsWith(ToAbslView(peer), "ipv6:")) {
+    return std::string(peer);
+  }
+  const size_t colon = peer.rfind(':');
+  return std::string(colon > 5 ? peer.substr(0, colon) : peer);
+}
+
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* AgentServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  auto stream = std::make_shared<AgentStream>(this, context);
+  std::vector<std::string> identities = HostIdentities(*context->auth_context());
+  if (options_.require_client_certificate && identities.empty()) {
+    if (deps_.auth != nullptr) deps_.auth->CountAgentDenial("no_client_certificate");
+    RecordRefusal("no_client_certificate",
+                  absl::StrCat("agent stream from ", context->peer(),
+                               " refused: no verified client certificate"));
+    return new RefusedStream(grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        "agents must present a client certificate signed by the fleet CA (rxfleet-agent "
+        "--tls-cert/--tls-key; see docs/SECURITY.md)"));
+  }
+  std::string peer_address = PeerAddress(context->peer());
+  std::string reason;
+  if (!AcquirePending(peer_address, &reason)) {
+    RecordRefusal(reason, absl::StrCat("agent stream from ", context->peer(), " refused: ",
+                                       reason == "hello_pending_peer"
+                                           ? "too many streams of this address without a Hello"
+                                           : "too many streams without a Hello"));
+    return new RefusedStream(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("too many agent streams without a Hello (",
+                     reason == "hello_pending_peer"
+                         ? absl::StrCat(options_.max_pending_hello_per_peer, " from ", peer_address)
+                         : absl::StrCat(options_.max_pending_hello, " in total"),
+                     "); send the Hello first, then open more streams")));
+  }
+  auto stream =
+      std::make_shared<AgentStream>(this, context, std::move(identities), std::move(peer_address));
   stream->Start();
   return stream.get();
+}
+
+bool AgentServiceImpl::AcquirePending(const std::string& peer, std::string* reason) {
+  absl::MutexLock lock(&pending_mu_);
+  if (pending_total_ >= options_.max_pending_hello) {
+    *reason = "hello_pending_total";
+    return false;
+  }
+  size_t& count = pending_[peer];
+  if (count >= options_.max_pending_hello_per_peer) {
+    *reason = "hello_pending_peer";
+    if (count == 0) pending_.erase(peer);
+    return false;
+  }
+  ++count;
+  ++pending_total_;
+  return true;
+}
+
+void AgentServiceImpl::ReleasePending(const std::string& peer) {
+  absl::MutexLock lock(&pending_mu_);
+  auto it = pending_.find(peer);
+  if (it == pending_.end()) return;
+  --pending_total_;
+  if (--it->second == 0) pending_.erase(it);
+}
+
+void AgentServiceImpl::RecordRefusal(std::string_view reason, std::string_view message) {
+  deps_.metrics->streams_refused->Add({{"reason", std::string(reason)}}).Increment();
+  log_.Log(LogLevel::kWarning, reason, message);
 }
 
 std::shared_ptr<const SharedBundle> AgentServiceImpl::CurrentBundle() {

@@ -11,10 +11,12 @@
 // Protocol (proto/rxfleet/v1/agent_service.proto): the first message must be a valid Hello,
 // else the stream ends with INVALID_ARGUMENT (DEADLINE_EXCEEDED if no message arrives within
 // hello_timeout; in TLS mode the Hello must match the client certificate, see
-// AgentServiceOptions). The server then sends ServerConfig and the
-// current bundle; later bundles follow every change, each with a fresh nonce. ACK/NACKs whose
-// nonce is not the stream's latest bundle are stale and ignored. A newer stream for the same
-// host ends the older one with ABORTED. Shutdown ends every stream with UNAVAILABLE.
+// AgentServiceOptions). In TLS mode a stream on a connection without a verified client
+// certificate is refused with UNAUTHENTICATED at once, before it can send anything; streams
+// beyond the Hello-pending bounds are refused with RESOURCE_EXHAUSTED. The server then sends
+// ServerConfig and the current bundle; later bundles follow every change, each with a fresh nonce.
+// ACK/NACKs whose nonce is not the stream's latest bundle are stale and ignored. A newer stream for
+// the same host ends the older one with ABORTED. Shutdown ends every stream with UNAVAILABLE.
 
 #include <grpcpp/grpcpp.h>
 
@@ -22,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -29,6 +32,7 @@
 #include "absl/time/time.h"
 #include "rxfleet/v1/agent_service.grpc.pb.h"
 #include "server/api/bundle_message.h"
+#include "server/api/log_limiter.h"
 #include "server/auth/authorizer.h"
 #include "server/http/metrics.h"
 #include "server/registry/event_log.h"
@@ -52,7 +56,16 @@ struct AgentServiceOptions {
   /// certificate; a stream without one is refused with UNAUTHENTICATED, a Hello for another
   /// host with PERMISSION_DENIED (both counted and logged by `deps.auth`).
   bool require_client_certificate = false;
+  /// Streams that have not sent their Hello yet, in total and per peer IP address. A new
+  /// stream beyond either bound is refused with RESOURCE_EXHAUSTED before any per-stream state
+  /// exists (counted in rxfleet_server_streams_refused_total, logged at most every 10 s).
+  size_t max_pending_hello = 1024;
+  size_t max_pending_hello_per_peer = 64;
 };
+
+/// The IP address part of a gRPC peer string ("ipv4:10.0.0.5:51234" -> "ipv4:10.0.0.5",
+/// "ipv6:[::1]:5" -> "ipv6:[::1]"); other forms are returned unchanged.
+std::string PeerAddress(std::string_view peer);
 
 /// The components the service works with; all must outlive it.
 struct AgentServiceDeps {
@@ -100,6 +113,12 @@ class AgentServiceImpl final
                                         std::shared_ptr<AgentStream> stream, bool* refused);
   void Unregister(const std::string& host_id, const AgentStream* stream);
   grpc::ByteBuffer ConfigMessage() const;
+  /// Takes a Hello-pending slot for `peer` (a PeerAddress); false (nothing taken) and the
+  /// refusal reason in *reason when a bound is reached.
+  bool AcquirePending(const std::string& peer, std::string* reason);
+  void ReleasePending(const std::string& peer);
+  /// Counts a refused stream by reason and logs it (rate-limited).
+  void RecordRefusal(std::string_view reason, std::string_view message);
 
   const AgentServiceOptions options_;
   const AgentServiceDeps deps_;
@@ -107,6 +126,11 @@ class AgentServiceImpl final
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<AgentStream>> streams_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex pending_mu_;
+  size_t pending_total_ ABSL_GUARDED_BY(pending_mu_) = 0;
+  std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(pending_mu_);
+  LogLimiter log_;
 
   absl::Mutex bundle_mu_;
   std::shared_ptr<const SharedBundle> bundle_ ABSL_GUARDED_BY(bundle_mu_);

@@ -66,6 +66,17 @@ grpc::ByteBuffer SharedBundle::Message(std::string_view nonce, std::string_view 
   return grpc::ByteBuffer(slices, 4);
 }
 
+size_t RepeatedEntryBytes(size_t message_bytes) {
+  uint8_t length[10];
+  return 1 + PutVarint(message_bytes, length) + message_bytes;
+}
+
+size_t BundleMessageBytes(size_t body_bytes, size_t host_field_bytes) {
+  const size_t nonce_field = RepeatedEntryBytes(64);
+  const size_t bundle = body_bytes + host_field_bytes + nonce_field;
+  return RepeatedEntryBytes(bundle);
+}
+
 std::string NewNonce() {
   thread_local absl::BitGen gen;
   return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));

@@ -44,6 +44,14 @@ class SharedBundle {
   grpc::Slice body_;  // keeps the BundleBody alive through its destroy callback
 };
 
+/// Bytes of one entry of a repeated message field numbered 1..15 (PolicyBundle.policies,
+/// .assignments) holding a message of `message_bytes`: tag, length and the message.
+size_t RepeatedEntryBytes(size_t message_bytes);
+
+/// Bytes of SharedBundle::Message() for a body of `body_bytes` and host fields of
+/// `host_field_bytes`, with the longest nonce (64 bytes): what an agent must be able to receive.
+size_t BundleMessageBytes(size_t body_bytes, size_t host_field_bytes);
+
 /// A fresh random nonce: 16 lower-case hex digits (64 random bits). Thread-safe.
 std::string NewNonce();
 

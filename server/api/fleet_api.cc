@@ -1,3 +1,5 @@
+// Length reason: FleetApi is the one place that validates and serves every FleetService read
+// and policy write (fleet_api.h); the bounds it checks live in bundle_limit and metadata_bounds.
 #include "server/api/fleet_api.h"
 
 #include <algorithm>
@@ -14,8 +16,10 @@
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
+#include "server/api/bundle_limit.h"
 #include "server/api/explain.h"
 #include "server/api/family_guard.h"
+#include "server/api/metadata_bounds.h"
 #include "server/api/paging.h"
 #include "server/registry/audit_event.h"
 
@@ -25,7 +29,6 @@ namespace {
 using common::ToAbslView;
 
 constexpr size_t kMaxDescriptionLength = 1024;
-constexpr size_t kMaxAnnotationValueLength = 4096;
 
 absl::Status Required(std::string_view field) {
   return absl::InvalidArgumentError(absl::StrCat(ToAbslView(field), " is required"));
@@ -266,16 +269,10 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
                                                    "': spec.description is longer than ",
                                                    kMaxDescriptionLength, " characters"));
   }
-  for (const auto& [key, value] : input.metadata().annotations()) {
-    if (absl::Status s = common::ValidateLabelKey(key); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("policy '", name, "': metadata.annotations: ", s.message()));
-    }
-    if (value.size() > kMaxAnnotationValueLength) {
-      return absl::InvalidArgumentError(absl::StrCat("policy '", name, "': metadata.annotations.",
-                                                     key, " is longer than ",
-                                                     kMaxAnnotationValueLength, " characters"));
-    }
+  if (absl::Status s =
+          ValidateObjectMetadata(absl::StrCat("policy '", name, "'"), input.metadata());
+      !s.ok()) {
+    return s;
   }
   v1::Policy to_store;
   *to_store.mutable_metadata() = input.metadata();
@@ -296,12 +293,22 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
   auto existing = before->policies.find(name);
   const std::string old_version =
       existing == before->policies.end() ? "" : existing->second.metadata().resource_version();
+  const std::vector<common::Policy> after = Replaced(before->valid, name, &*converted);
+  const size_t body_bytes = BodyBytesWith(*before, to_store);
+  if (absl::Status too_big = CheckBundleFits(
+          absl::StrCat("policy '", name, "'"), body_bytes,
+          AssignmentBytesOf(adapters, experiments_, after, ended),
+          static_cast<int64_t>(body_bytes) - static_cast<int64_t>(before->Bundle()->bytes.size()),
+          deps_.max_bundle_bytes);
+      !too_big.ok()) {
+    Audit(caller, "ApplyPolicy", name, old_version, "", request.dry_run(), too_big);
+    return too_big;
+  }
   v1::ApplyPolicyResponse response;
   std::vector<const common::Selector*> changed = {&converted->selector};
   if (const common::Selector* old = SelectorOf(*before, name)) changed.push_back(old);
   for (v1::AffectedAdapter& affected :
-       AffectedAdapters(adapters, before->valid, Replaced(before->valid, name, &*converted),
-                        changed, experiments_, ended)) {
+       AffectedAdapters(adapters, before->valid, after, changed, experiments_, ended)) {
     *response.add_affected_adapters() = std::move(affected);
   }
 

@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/link_limits.h"
 #include "rxfleet/v1/fleet_service.pb.h"
 #include "server/experiments/experiment_layer.h"
 #include "server/http/metrics.h"
@@ -51,6 +52,9 @@ struct FleetApiDeps {
   ServerMetrics* metrics;
   /// Called after a committed policy change (the push debouncer's Trigger).
   std::function<void()> on_policy_change;
+  /// Largest bundle message a host may get (server/api/bundle_limit.h); at most
+  /// common::kMaxServerMessageBytes, what agents accept.
+  size_t max_bundle_bytes = common::kMaxServerMessageBytes;
 };
 
 /// Field selector over hosts: comma-separated `connected=true|false` and `stale=true|false`
@@ -83,9 +87,11 @@ class FleetApi {
   /// Creates or replaces a policy; the affected adapters are predicted with the experiment
   /// layer, as if experiment `ended` were over (promotion; empty: none). InvalidArgument for an
   /// invalid policy (the agent's rules, common/policy ValidatePolicy), description over 1024
-  /// characters or invalid annotation keys; Aborted for a stale metadata.resource_version (empty =
-  /// unconditional); store errors (Unavailable, ResourceExhausted, FailedPrecondition, Internal)
-  /// with SQLite's reason.
+  /// characters or labels and annotations over their bounds (server/api/metadata_bounds.h);
+  /// FailedPrecondition, storing nothing, when a host's bundle would then exceed
+  /// max_bundle_bytes (server/api/bundle_limit.h; also for dry runs); Aborted for a stale
+  /// metadata.resource_version (empty = unconditional); store errors (Unavailable,
+  /// ResourceExhausted, FailedPrecondition, Internal) with SQLite's reason.
   absl::StatusOr<v1::ApplyPolicyResponse> ApplyPolicy(const v1::ApplyPolicyRequest& request,
                                                       const Caller& caller,
                                                       std::string_view ended = {});

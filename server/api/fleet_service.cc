@@ -10,6 +10,7 @@
 #include "common/proto/convert.h"
 #include "common/string_view_compat.h"
 #include "server/api/family_guard.h"
+#include "server/api/finish_gate.h"
 #include "server/api/status.h"
 #include "server/experiments/controller.h"
 
@@ -32,9 +33,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
   void Start(const v1::WatchEventsRequest& request) {
     {
       absl::MutexLock lock(&mu_);
-      if (finish_status_.has_value()) {  // refused before it started
-        started_ = true;
-        MaybeFinishLocked();
+      if (gate_.finishing()) {  // refused before it started
+        FinishIf(gate_.Start());
         return;
       }
     }
@@ -62,33 +62,21 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
     }
     absl::MutexLock lock(&mu_);
     watch_id_ = watch_id;
-    started_ = true;
-    if (!status.ok() && !finish_status_.has_value()) finish_status_ = ToGrpcStatus(status);
+    if (!status.ok()) gate_.Request(ToGrpcStatus(status));
     // Finishes now if the start failed or End() arrived while starting.
-    if (finish_status_.has_value()) MaybeFinishLocked();
+    FinishIf(gate_.Start());
   }
 
   void End(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
-    RequestFinishLocked(status);
+    FinishIf(gate_.Request(status));
   }
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
     if (!queue_.empty()) queue_.pop_front();
-    if (!ok) {
-      RequestFinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      return;
-    }
-    if (finish_status_.has_value()) {
-      MaybeFinishLocked();
-      return;
-    }
-    if (!queue_.empty()) {
-      writing_ = true;
-      StartWrite(&queue_.front());
-    }
+    if (FinishIf(gate_.WriteDone(ok)) || gate_.finishing()) return;
+    if (!queue_.empty()) StartWriteLocked();
   }
 
   void OnCancel() override { End(grpc::Status::CANCELLED); }
@@ -107,42 +95,36 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
  private:
   void Enqueue(const v1::Event& event) {
     absl::MutexLock lock(&mu_);
-    if (finish_status_.has_value()) return;
+    if (gate_.finishing()) return;
     if (queue_.size() >= kMaxWatchBacklog) {
-      RequestFinishLocked(
+      FinishIf(gate_.Request(
           grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                        absl::StrCat("the watch fell more than ", kMaxWatchBacklog,
-                                    " events behind; list the events, then watch again")));
+                                    " events behind; list the events, then watch again"))));
       return;
     }
     queue_.push_back(event);
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&queue_.front());
-    }
+    if (!gate_.writing()) StartWriteLocked();
   }
 
-  void RequestFinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finish_status_.has_value()) return;
-    finish_status_ = status;
-    MaybeFinishLocked();
+  void StartWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    gate_.WriteStarted();
+    StartWrite(&queue_.front());
   }
 
-  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || !started_ || writing_) return;
-    finished_ = true;
+  // Finishes when the gate says so; returns `now`.
+  bool FinishIf(bool now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!now) return false;
     queue_.clear();
-    Finish(*finish_status_);
+    Finish(gate_.status());
+    return true;
   }
 
   FleetServiceImpl* const service_;
   EventLog* const events_;
   absl::Mutex mu_;
   std::deque<v1::Event> queue_ ABSL_GUARDED_BY(mu_);  // front = the write in flight
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
+  FinishGate gate_ ABSL_GUARDED_BY(mu_){/*started=*/false};
   std::optional<uint64_t> watch_id_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -318,6 +300,20 @@ grpc::ServerUnaryReactor* FleetServiceImpl::StopExperiment(grpc::CallbackServerC
                         stopped.status());
         return stopped;
       });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::DeleteExperiment(
+    grpc::CallbackServerContext* context, const v1::DeleteExperimentRequest* request,
+    v1::Experiment* response) {
+  return RunExperiment(context, __func__, response,
+                       [this, request](ExperimentController& experiments, const Caller& caller) {
+                         absl::StatusOr<v1::Experiment> deleted =
+                             experiments.DeleteExperiment(*request);
+                         AuditExperiment(caller, "DeleteExperiment", request->name(), "",
+                                         deleted.ok() ? deleted->metadata().resource_version() : "",
+                                         "", false, deleted.status());
+                         return deleted;
+                       });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::GetExperimentReport(

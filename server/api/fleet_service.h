@@ -82,6 +82,9 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
   grpc::ServerUnaryReactor* GetExperiment(grpc::CallbackServerContext* context,
                                           const v1::GetExperimentRequest* request,
                                           v1::Experiment* response) override;
+  grpc::ServerUnaryReactor* DeleteExperiment(grpc::CallbackServerContext* context,
+                                             const v1::DeleteExperimentRequest* request,
+                                             v1::Experiment* response) override;
   grpc::ServerUnaryReactor* StopExperiment(grpc::CallbackServerContext* context,
                                            const v1::StopExperimentRequest* request,
                                            v1::Experiment* response) override;

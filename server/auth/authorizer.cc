@@ -37,6 +37,7 @@ constexpr std::array kMethodRoles = {
     MethodRole{"ListExperiments", Role::kViewer},
     MethodRole{"GetExperiment", Role::kViewer},
     MethodRole{"StopExperiment", Role::kOperator},
+    MethodRole{"DeleteExperiment", Role::kOperator},
     MethodRole{"GetExperimentReport", Role::kViewer},
     MethodRole{"PromoteExperiment", Role::kOperator, Role::kViewer},
     MethodRole{"ListEvents", Role::kViewer},
@@ -68,7 +69,9 @@ std::optional<Role> RequiredRole(std::string_view method, bool dry_run) {
 std::vector<std::string> HostIdentities(const grpc::AuthContext& context) {
   std::vector<std::string> ids;
   if (!context.IsPeerAuthenticated()) return ids;
-  for (const char* property : {GRPC_X509_CN_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME}) {
+  // peer_dns holds the DNS SANs only; x509_subject_alternative_name would also admit URI,
+  // email and IP SANs, which docs/SECURITY.md does not accept as a host identity.
+  for (const char* property : {GRPC_X509_CN_PROPERTY_NAME, GRPC_PEER_DNS_PROPERTY_NAME}) {
     for (const grpc::string_ref& value : context.FindPropertyValues(property)) {
       ids.emplace_back(value.data(), value.size());
     }
@@ -87,13 +90,20 @@ Authorizer::Authorizer(TokenStore* tokens, prometheus::Registry& registry)
 absl::Status Authorizer::Deny(std::string_view method, std::string_view reason,
                               absl::Status status) {
   denied_.Add({{"method", std::string(method)}, {"reason", std::string(reason)}}).Increment();
-  Log(LogLevel::kWarning, absl::StrCat("denied ", ToAbslView(method), ": ", status.message()));
+  // Anyone who reaches the port can provoke this line: rate-limited per reason.
+  log_.Log(LogLevel::kWarning, reason,
+           absl::StrCat("denied ", ToAbslView(method), ": ", status.message()));
   return status;
 }
 
 void Authorizer::RecordAgentDenial(std::string_view reason, std::string_view message) {
+  CountAgentDenial(reason);
+  log_.Log(LogLevel::kWarning, absl::StrCat("Connect/", ToAbslView(reason)),
+           absl::StrCat("denied Connect: ", ToAbslView(message)));
+}
+
+void Authorizer::CountAgentDenial(std::string_view reason) {
   denied_.Add({{"method", "Connect"}, {"reason", std::string(reason)}}).Increment();
-  Log(LogLevel::kWarning, absl::StrCat("denied Connect: ", ToAbslView(message)));
 }
 
 absl::StatusOr<Principal> Authorizer::Authorize(const grpc::ServerContextBase& context,

@@ -28,6 +28,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/registry.h"
+#include "server/api/log_limiter.h"
 #include "server/auth/token.h"
 #include "server/store/token_store.h"
 
@@ -66,14 +67,18 @@ class Authorizer {
                                       std::string_view method, bool dry_run = false);
 
   /// Counts and logs a refused agent stream (reason: "no_client_certificate",
-  /// "host_id_mismatch").
+  /// "host_id_mismatch"). Denials are logged at most once per reason every 10 s (the line
+  /// after a quiet spell says how many were suppressed); every one is counted.
   void RecordAgentDenial(std::string_view reason, std::string_view message);
+  /// Counts a refused agent stream without logging (the caller logs).
+  void CountAgentDenial(std::string_view reason);
 
  private:
   absl::Status Deny(std::string_view method, std::string_view reason, absl::Status status);
 
   TokenStore* const tokens_;
   prometheus::Family<prometheus::Counter>& denied_;
+  LogLimiter log_;
 };
 
 }  // namespace rxfleet::server

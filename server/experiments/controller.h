@@ -7,7 +7,8 @@
 // none, stores the experiment RUNNING with start_time = now and pushes a new bundle version.
 // Adapters that match the selector later (plugged in, host connected) join it from their next
 // bundle. It COMPLETES at start + duration, or is STOPPED by StopExperiment or when guardrails
-// stopped every non-control arm in every segment with data. Names are never reused.
+// stopped every non-control arm in every segment with data. Names are not reused while the
+// experiment is stored; DeleteExperiment removes an ended one (and its windows).
 //
 // Scheduling: a new bundle version (every host, state of the world) goes out at start, at every
 // switchback period boundary, at guardrail and operator stops and at the end. Run() wakes at the
@@ -55,6 +56,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/experiment/experiment.h"
+#include "common/link_limits.h"
 #include "rxfleet/v1/agent_service.pb.h"
 #include "rxfleet/v1/fleet_service.pb.h"
 #include "server/experiments/aggregate.h"
@@ -84,6 +86,9 @@ struct ExperimentControllerOptions {
   absl::Duration max_guardrail_interval = absl::Minutes(1);
   /// The clock; tests inject their own and call Tick() themselves.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  /// Largest bundle message a host may get: CreateExperiment refuses an experiment whose
+  /// assignments would make one larger (server/api/bundle_limit.h).
+  size_t max_bundle_bytes = common::kMaxServerMessageBytes;
 };
 
 struct ExperimentControllerDeps {
@@ -117,7 +122,10 @@ class ExperimentController final : public ExperimentLayer {
                                                         std::string_view ended = {}) const override;
 
   // FleetService (errors name the field; store errors are passed through).
-  /// InvalidArgument for an invalid experiment; AlreadyExists for a taken name.
+  /// InvalidArgument for an invalid experiment or labels and annotations over their bounds
+  /// (server/api/metadata_bounds.h); AlreadyExists for a taken name; FailedPrecondition, storing
+  /// nothing (also for dry runs), when its assignments would make a host's bundle larger than
+  /// max_bundle_bytes.
   absl::StatusOr<v1::CreateExperimentResponse> CreateExperiment(
       const v1::CreateExperimentRequest& request);
   /// Newest first; phase and label filters; page_size [0, 1000] (0 = 100).
@@ -127,6 +135,10 @@ class ExperimentController final : public ExperimentLayer {
   absl::StatusOr<v1::Experiment> GetExperiment(const v1::GetExperimentRequest& request) const;
   /// NotFound; FailedPrecondition if not RUNNING; Aborted for a stale resource_version.
   absl::StatusOr<v1::Experiment> StopExperiment(const v1::StopExperimentRequest& request);
+  /// Deletes an ended experiment with its stored and buffered windows; returns it as it was.
+  /// NotFound; FailedPrecondition while it runs; Aborted for a stale resource_version; store
+  /// errors (nothing is deleted then).
+  absl::StatusOr<v1::Experiment> DeleteExperiment(const v1::DeleteExperimentRequest& request);
   /// NotFound; InvalidArgument for a segment key that is not a segment key of the experiment.
   absl::StatusOr<v1::ExperimentReport> GetExperimentReport(
       const v1::GetExperimentReportRequest& request);
@@ -194,6 +206,10 @@ class ExperimentController final : public ExperimentLayer {
   std::shared_ptr<const PolicySnapshot> Policies() const;
   std::vector<v1::ExperimentAssignment> AssignmentsLocked(std::string_view host_id,
                                                           absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The entry an operator's write names: NotFound if unknown, Aborted if `resource_version`
+  /// is set and is not the stored one.
+  absl::StatusOr<Entry*> EntryForWrite(const std::string& name, const std::string& resource_version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Persists a new status; on success replaces entry.proto.
   absl::Status SaveStatus(Entry& entry, const v1::ExperimentStatus& status, absl::Time now)

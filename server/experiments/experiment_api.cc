@@ -1,8 +1,9 @@
 // ExperimentController's FleetService RPCs: create (with eligibility), list, get, stop,
-// report and promote.
+// delete, report and promote.
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -12,7 +13,9 @@
 #include "common/policy/selectors.h"
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
+#include "server/api/bundle_limit.h"
 #include "server/api/explain.h"
+#include "server/api/metadata_bounds.h"
 #include "server/api/paging.h"
 #include "server/experiments/controller.h"
 #include "server/experiments/controller_internal.h"
@@ -59,6 +62,11 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
   if (name.empty()) return absl::InvalidArgumentError("experiment.metadata.name: required");
   absl::StatusOr<Experiment> e = experiments::ExperimentFromProto(request.experiment(), "server");
   if (!e.ok()) return e.status();
+  if (absl::Status s = ValidateObjectMetadata(absl::StrCat("experiment '", name, "'"),
+                                              request.experiment().metadata());
+      !s.ok()) {
+    return s;
+  }
   const absl::Time now = options_.clock();
   uint64_t seed = e->seed;
   while (seed == 0) {
@@ -86,21 +94,33 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
     absl::MutexLock lock(&mu_);
     if (entries_.contains(name)) {
       return absl::AlreadyExistsError(absl::StrCat(
-          "experiment ", name, " already exists (names are never reused, even after it ended)"));
+          "experiment ", name,
+          " already exists (names are not reused while it is stored, even after it ended; "
+          "delete an ended one first)"));
     }
     // Eligible: the selector matches, the adapter is managed, no older experiment takes it
     // and no policy keeps it from this one (the rule of ClaimLocked).
     const std::vector<const Entry*> running = RunningEntries();
     const std::shared_ptr<const PolicySnapshot> policies = Policies();
+    // Every host's assignments with this experiment running, for the bundle size bound.
+    HostFieldBytes host_bytes;
+    HostFieldBytes added_bytes;
     for (const v1::Adapter& adapter : deps_.registry->ListAdapters(false)) {
       const common::AdapterAttributes attributes = AttributesOf(adapter);
+      const std::optional<Claim> claim = ClaimLocked(running, attributes, now, policies->valid);
+      if (claim) {
+        AddAssignmentBytes(
+            host_bytes, adapter.host_id(),
+            experiments::AssignmentToProto(claim->entry->experiment,
+                                           claim->entry->proto.metadata().generation(),
+                                           adapter.metadata().name(), claim->assignment));
+      }
       if (!common::Matches(e->selector, attributes)) continue;
       std::string reason;
       if (!IsManaged(adapter)) {
         reason = absl::StrCat("adapter state ", v1::AdapterState_Name(adapter.status().state()),
                               ": its RX aggregation is not managed");
-      } else if (std::optional<Claim> claim =
-                     ClaimLocked(running, attributes, now, policies->valid)) {
+      } else if (claim) {
         reason = absl::StrCat("in the older experiment ", claim->entry->experiment.name,
                               " (one experiment per adapter)");
       } else {
@@ -108,11 +128,27 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
       }
       if (reason.empty()) {
         *response.add_eligible_adapters() = AdapterRef(adapter);
+        absl::StatusOr<std::optional<experiments::Assignment>> assignment =
+            assigner->AssignAdapter(attributes, now, {});
+        if (assignment.ok() && assignment->has_value()) {
+          const v1::ExperimentAssignment proto =
+              experiments::AssignmentToProto(*e, 1, adapter.metadata().name(), **assignment);
+          AddAssignmentBytes(host_bytes, adapter.host_id(), proto);
+          AddAssignmentBytes(added_bytes, adapter.host_id(), proto);
+        }
       } else {
         v1::IneligibleAdapter* ineligible = response.add_ineligible_adapters();
         *ineligible->mutable_adapter() = AdapterRef(adapter);
         ineligible->set_reason(std::move(reason));
       }
+    }
+    size_t most_added = 0;
+    for (const auto& [host, bytes] : added_bytes) most_added = std::max(most_added, bytes);
+    if (absl::Status too_big = CheckBundleFits(
+            absl::StrCat("experiment '", name, "'"), policies->Bundle()->bytes.size(), host_bytes,
+            static_cast<int64_t>(most_added), options_.max_bundle_bytes);
+        !too_big.ok()) {
+      return too_big;
     }
     if (request.dry_run()) {
       *response.mutable_experiment() = to_store;
@@ -197,6 +233,21 @@ absl::StatusOr<v1::Experiment> ExperimentController::GetExperiment(
   return View(it->second);
 }
 
+absl::StatusOr<ExperimentController::Entry*> ExperimentController::EntryForWrite(
+    const std::string& name, const std::string& resource_version) {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("experiment ", name, " does not exist"));
+  }
+  const std::string& stored = it->second.proto.metadata().resource_version();
+  if (!resource_version.empty() && resource_version != stored) {
+    return absl::AbortedError(absl::StrCat("experiment ", name, " was modified (resource version ",
+                                           stored, ", you have ", resource_version,
+                                           "); get it again and retry"));
+  }
+  return &it->second;
+}
+
 absl::StatusOr<v1::Experiment> ExperimentController::StopExperiment(
     const v1::StopExperimentRequest& request) {
   if (request.name().empty()) return absl::InvalidArgumentError("name: required");
@@ -207,18 +258,9 @@ absl::StatusOr<v1::Experiment> ExperimentController::StopExperiment(
   v1::Experiment out;
   {
     absl::MutexLock lock(&mu_);
-    auto it = entries_.find(request.name());
-    if (it == entries_.end()) {
-      return absl::NotFoundError(absl::StrCat("experiment ", request.name(), " does not exist"));
-    }
-    Entry& entry = it->second;
-    if (!request.resource_version().empty() &&
-        request.resource_version() != entry.proto.metadata().resource_version()) {
-      return absl::AbortedError(
-          absl::StrCat("experiment ", request.name(), " was modified (resource version ",
-                       entry.proto.metadata().resource_version(), ", you have ",
-                       request.resource_version(), "); get it again and retry"));
-    }
+    absl::StatusOr<Entry*> found = EntryForWrite(request.name(), request.resource_version());
+    if (!found.ok()) return found.status();
+    Entry& entry = **found;
     if (!Running(entry)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "experiment ", request.name(), " is ", PhaseName(entry.proto.status().phase()),
@@ -235,6 +277,41 @@ absl::StatusOr<v1::Experiment> ExperimentController::StopExperiment(
     UpdateGauges();
   }
   Publish();
+  return out;
+}
+
+absl::StatusOr<v1::Experiment> ExperimentController::DeleteExperiment(
+    const v1::DeleteExperimentRequest& request) {
+  if (request.name().empty()) return absl::InvalidArgumentError("name: required");
+  const absl::Time now = options_.clock();
+  v1::Experiment out;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Entry*> found = EntryForWrite(request.name(), request.resource_version());
+    if (!found.ok()) return found.status();
+    const Entry& entry = **found;
+    if (Running(entry)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "experiment ", request.name(), " is ", PhaseName(entry.proto.status().phase()),
+          "; stop it first (rxfleetctl experiment stop ", request.name(), ")"));
+    }
+    if (absl::Status s = deps_.store->DeleteExperiment(request.name()); !s.ok()) {
+      if (!absl::IsNotFound(s)) deps_.metrics->store_write_failures->Increment();
+      return s;
+    }
+    out = View(entry);
+    std::erase_if(pending_, [&](const StoredWindow& w) { return w.experiment == request.name(); });
+    const std::string prefix = absl::StrCat(request.name(), "\n");
+    for (auto gauge = info_gauges_.lower_bound(prefix);
+         gauge != info_gauges_.end() && gauge->first.starts_with(prefix);) {
+      deps_.metrics->experiment_info->Remove(gauge->second);
+      gauge = info_gauges_.erase(gauge);
+    }
+    entries_.erase(request.name());
+    UpdateGauges();
+  }
+  RecordEvent(request.name(), v1::EVENT_TYPE_NORMAL, "Deleted",
+              "experiment and its metric windows deleted", now);
   return out;
 }
 

@@ -106,7 +106,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     // civetweb copies the callbacks when it starts.
     server->exposer_ = std::make_unique<prometheus::Exposer>(
         std::vector<std::string>{"listening_ports", options.address, "num_threads",
-                                 std::to_string(options.threads)},
+                                 std::to_string(options.threads),
+                                 // An idle or slow client holds a worker only this long
+                                 // (civetweb's default is 30 s).
+                                 "request_timeout_ms", std::to_string(kHttpRequestTimeoutMs)},
         &callbacks);
   } catch (const std::exception& e) {
     return common::ListenError("--http-listen", options.address, e.what());

@@ -25,6 +25,10 @@ namespace rxfleet::server {
 /// Default HTTP listen address: loopback, next to the agent's 9477.
 inline constexpr std::string_view kDefaultHttpListen = "127.0.0.1:9478";
 
+/// civetweb request_timeout_ms: a connection that has not sent a complete request (or read the
+/// answer) this long after it was accepted is closed, freeing its worker thread.
+inline constexpr int kHttpRequestTimeoutMs = 5000;
+
 /// The /sd/agents body: a JSON array of {"targets": [metrics_address], "labels": {...}} with,
 /// per target, every host label (names sanitised to Prometheus label syntax: characters
 /// outside [a-zA-Z0-9_] become '_', a leading digit gets a '_' prefix), `host` = host id, and
@@ -34,8 +38,9 @@ std::string ServiceDiscoveryJson(const std::vector<Registry::MetricsTarget>& tar
 struct HttpServerOptions {
   /// HOST:PORT or [IPv6]:PORT; port 0 = any free port (tests).
   std::string address = std::string(kDefaultHttpListen);
-  /// civetweb worker threads, 1..16.
-  int threads = 2;
+  /// civetweb worker threads, 1..16. Each open connection holds one until it is done or
+  /// kHttpRequestTimeoutMs passes, so a few idle TCP connections cannot stop a scrape.
+  int threads = 8;
 };
 
 class HttpServer {

@@ -36,6 +36,9 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
                   "Bundles not sent because a newer bundle replaced them in a stream's queue.");
   acks = MakeCounter(reg, "rxfleet_server_acks_total", "ACKs of the latest bundle pushed.");
   nacks = MakeCounter(reg, "rxfleet_server_nacks_total", "NACKs of the latest bundle pushed.");
+  acks_not_persisted =
+      MakeCounter(reg, "rxfleet_server_acks_not_persisted_total",
+                  "ACKs of the latest bundle pushed whose agent could not save the bundle.");
   stale_replies = MakeCounter(reg, "rxfleet_server_stale_replies_total",
                               "ACKs and NACKs ignored because their nonce is not the latest.");
   push_to_ack_seconds =
@@ -55,6 +58,10 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
                                "Agent streams that sent a valid Hello.");
   streams_rejected = MakeCounter(reg, "rxfleet_server_streams_rejected_total",
                                  "Agent streams ended because of invalid messages.");
+  streams_refused = &prometheus::BuildCounter()
+                         .Name("rxfleet_server_streams_refused_total")
+                         .Help("Agent streams refused before or without a Hello, by reason.")
+                         .Register(reg);
   streams_replaced = MakeCounter(reg, "rxfleet_server_streams_replaced_total",
                                  "Agent streams ended by a newer stream of the same host.");
   auto& windows = prometheus::BuildCounter()

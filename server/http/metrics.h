@@ -30,6 +30,7 @@ struct ServerMetrics {
   prometheus::Counter* bundles_coalesced;      ///< pending bundles replaced by newer ones
   prometheus::Counter* acks;                   ///< ACKs of the latest push of their stream
   prometheus::Counter* nacks;                  ///< NACKs of the latest push of their stream
+  prometheus::Counter* acks_not_persisted;     ///< of `acks`, those saying it was not saved
   prometheus::Counter* stale_replies;          ///< ACK/NACKs whose nonce is not the latest push
   prometheus::Histogram* push_to_ack_seconds;  ///< bundle published (or sent) -> ACK received
   prometheus::Histogram* fanout_seconds;       ///< time to queue one bundle on every stream
@@ -37,6 +38,9 @@ struct ServerMetrics {
   // Streams.
   prometheus::Counter* streams_opened;    ///< streams that sent a valid Hello
   prometheus::Counter* streams_rejected;  ///< streams ended for invalid input
+  /// streams_refused_total{reason}: refused before or without a Hello ("no_client_certificate",
+  /// "hello_pending_peer", "hello_pending_total", "hello_timeout").
+  prometheus::Family<prometheus::Counter>* streams_refused;
   prometheus::Counter* streams_replaced;  ///< streams ended by a newer stream of their host
 
   // Experiments.

@@ -44,7 +44,9 @@ EventLog::EventLog(EventLogOptions options, std::vector<v1::Event> loaded, uint6
   for (v1::Event& event : loaded) {
     const uint64_t version = VersionOf(event);
     if (version == 0) continue;
-    dropped_through_ = std::min(dropped_through_, version - 1);
+    // Audit events reach further back than fleet events (kept by age only); only the fleet
+    // events say which versions are still complete.
+    if (!event.has_audit()) dropped_through_ = std::min(dropped_through_, version - 1);
     last_version_ = std::max(last_version_, version);
     Insert(std::move(event));
   }
@@ -63,6 +65,7 @@ EventLog::FoldKey EventLog::KeyOf(const v1::Event& event) {
 void EventLog::Insert(v1::Event event) {
   const uint64_t version = VersionOf(event);
   if (!event.has_audit()) by_key_[KeyOf(event)] = version;
+  (event.has_audit() ? audit_versions_ : fleet_versions_).insert(version);
   by_version_[version] = std::move(event);
 }
 
@@ -77,6 +80,7 @@ v1::Event EventLog::Record(v1::Event event, absl::Time now) {
       if (previous != by_version_.end() &&
           now - common::TimeFromProto(previous->second.last_time()) <= options_.fold_window) {
         v1::Event folded = std::move(previous->second);
+        fleet_versions_.erase(previous->first);
         by_version_.erase(previous);
         folded.set_count(folded.count() + 1);
         *folded.mutable_last_time() = common::TimeToProto(now);
@@ -112,16 +116,28 @@ v1::Event EventLog::Record(v1::Event event, absl::Time now) {
 }
 
 void EventLog::PruneLocked(absl::Time now) {
-  const absl::Time min_time = now - options_.max_age;
-  while (!by_version_.empty()) {
-    auto oldest = by_version_.begin();
-    const bool too_many = by_version_.size() > std::max<size_t>(1, options_.max_events);
-    if (!too_many && common::TimeFromProto(oldest->second.last_time()) >= min_time) break;
-    dropped_through_ = std::max(dropped_through_, oldest->first);
-    auto key = by_key_.find(KeyOf(oldest->second));
-    if (key != by_key_.end() && key->second == oldest->first) by_key_.erase(key);
-    by_version_.erase(oldest);
+  auto drop = [this](std::set<uint64_t>& versions) {
+    const uint64_t version = *versions.begin();
+    versions.erase(versions.begin());
+    auto it = by_version_.find(version);
+    if (it == by_version_.end()) return;
+    dropped_through_ = std::max(dropped_through_, version);
+    auto key = by_key_.find(KeyOf(it->second));
+    if (key != by_key_.end() && key->second == version) by_key_.erase(key);
+    by_version_.erase(it);
+  };
+  auto oldest_before = [this](const std::set<uint64_t>& versions, absl::Time min_time) {
+    if (versions.empty()) return false;
+    auto it = by_version_.find(*versions.begin());
+    return it != by_version_.end() && common::TimeFromProto(it->second.last_time()) < min_time;
+  };
+  const absl::Time fleet_min_time = now - options_.max_age;
+  while (fleet_versions_.size() > std::max<size_t>(1, options_.max_events) ||
+         oldest_before(fleet_versions_, fleet_min_time)) {
+    drop(fleet_versions_);
   }
+  const absl::Time audit_min_time = now - options_.audit_max_age;
+  while (oldest_before(audit_versions_, audit_min_time)) drop(audit_versions_);
 }
 
 std::vector<v1::Event> EventLog::List(const v1::ListEventsRequest& filter, uint64_t after_version,

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,10 +19,13 @@
 namespace rxfleet::server {
 
 struct EventLogOptions {
-  /// Events kept (in memory and in the store); the oldest are dropped first. >= 1.
+  /// Fleet (non-audit) events kept (in memory and in the store); the oldest are dropped
+  /// first. >= 1. Audit events do not count and are never dropped for volume.
   size_t max_events = 10000;
-  /// Events whose last_time is older than this are dropped.
+  /// Fleet events whose last_time is older than this are dropped.
   absl::Duration max_age = absl::Hours(24 * 7);
+  /// Audit events whose last_time is older than this are dropped (their only retention).
+  absl::Duration audit_max_age = absl::Hours(24 * 365);
   /// A repeat of the same (involved object, host, type, reason, message) within this window of
   /// the earlier event's last_time is folded into it (count + 1, new last_time and version).
   /// Audit events are never folded.
@@ -92,6 +96,9 @@ class EventLog {
   /// Events must have versions > this to be resumable (higher ones were never dropped).
   uint64_t dropped_through_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, v1::Event> by_version_ ABSL_GUARDED_BY(mu_);
+  // Versions in by_version_ of fleet and of audit events (each retained on its own terms).
+  std::set<uint64_t> fleet_versions_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> audit_versions_ ABSL_GUARDED_BY(mu_);
   std::map<FoldKey, uint64_t> by_key_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::Event> unsaved_ ABSL_GUARDED_BY(mu_);  // by name
   std::map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);

@@ -8,11 +8,18 @@
 
 namespace rxfleet::server {
 
+v1::Policy BundlePolicy(const v1::Policy& stored) {
+  v1::Policy out = stored;
+  out.mutable_metadata()->clear_annotations();
+  out.clear_status();
+  return out;
+}
+
 std::shared_ptr<const BundleBody> PolicySnapshot::Bundle() const {
   std::call_once(bundle_once_, [this] {
     v1::PolicyBundle bundle;
     bundle.set_version(bundle_version);
-    for (const auto& [name, policy] : policies) *bundle.add_policies() = policy;
+    for (const auto& [name, policy] : policies) *bundle.add_policies() = BundlePolicy(policy);
     *bundle.mutable_create_time() = common::TimeToProto(absl::Now());
     auto body = std::make_shared<BundleBody>();
     body->version = bundle_version;

@@ -21,10 +21,15 @@ namespace rxfleet::server {
 /// shares these bytes and adds its own nonce field (see server/api/bundle_message.h).
 struct BundleBody {
   uint64_t version = 0;
-  /// Serialised rxfleet.v1.PolicyBundle with version, policies and create_time set.
+  /// Serialised rxfleet.v1.PolicyBundle with version, policies (as BundlePolicy) and
+  /// create_time set.
   std::string bytes;
   size_t policy_count = 0;
 };
+
+/// `stored` as agents receive it in a bundle: metadata and spec without annotations (notes for
+/// operators, never used by agents; they would only make bundles larger) and without status.
+v1::Policy BundlePolicy(const v1::Policy& stored);
 
 /// One immutable state of the server's policies.
 struct PolicySnapshot {

@@ -335,13 +335,14 @@ bool Registry::RecordSent(std::string_view host_id, uint64_t stream, uint64_t ve
 }
 
 bool Registry::RecordAck(std::string_view host_id, uint64_t stream, uint64_t version,
-                         absl::Time now) {
+                         absl::Time now, std::string_view persist_error) {
   absl::MutexLock lock(&mu_);
   Entry* entry = Current(host_id, stream);
   if (entry == nullptr) return false;
   v1::HostStatus* status = entry->host.mutable_status();
   status->set_last_acked_version(version);
   *status->mutable_last_ack_time() = TimeToProto(now);
+  status->set_bundle_persist_error(std::string(persist_error));
   *status->mutable_last_seen_time() = TimeToProto(now);
   if (status->has_last_nack() && status->last_nack().version() <= version) {
     status->clear_last_nack();
@@ -419,6 +420,16 @@ v1::Host Registry::View(const Entry& entry, absl::Time now, uint64_t latest_vers
     }
   }
   SetCondition(status, "InSync", in_sync, reason, message, TimeFromProto(status->last_ack_time()));
+  if (status->last_acked_version() != 0) {
+    const bool saved = status->bundle_persist_error().empty();
+    SetCondition(status, "BundlePersisted", saved, saved ? "Saved" : "SaveFailed",
+                 saved ? ""
+                       : absl::StrCat("bundle ", status->last_acked_version(),
+                                      " is in effect but the host could not save it (a restart "
+                                      "without the server falls back to an older bundle): ",
+                                      status->bundle_persist_error()),
+                 TimeFromProto(status->last_ack_time()));
+  }
   return host;
 }
 

@@ -84,7 +84,10 @@ class Registry {
   /// A bundle of `version` was written to the stream (kept in memory only).
   bool RecordSent(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
   /// The agent ACKed `version` (nonce already checked by the stream). Clears last_nack.
-  bool RecordAck(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
+  /// `persist_error`: the ACK's persist_error (already truncated by the caller), kept as
+  /// status.bundle_persist_error and shown by the BundlePersisted condition.
+  bool RecordAck(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now,
+                 std::string_view persist_error = {});
   /// The agent NACKed. A NACK whose detail names an adapter of the host ("adapter
   /// port-1-1.3") also yields a `BundleNacked` Warning event about that adapter.
   bool RecordNack(std::string_view host_id, uint64_t stream, const v1::NackRecord& nack,

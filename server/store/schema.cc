@@ -2,22 +2,56 @@
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
+#include <cstdint>
 #include <iterator>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "rxfleet/v1/event.pb.h"
 #include "server/store/sqlite_util.h"
 
 namespace rxfleet::server {
 namespace {
 
+// Files of schema 4 and older kept audit events among the fleet events: moves them into
+// audit_events (the event protobuf is the only place that says an event is audit), so an
+// upgrade keeps them under the audit retention and out of the fleet events' count.
+void MoveAuditEvents(SQLite::Database& db) {
+  SQLite::Statement rows(db, "SELECT resource_version, name, last_time_ns, record FROM events");
+  SQLite::Statement insert(db,
+                           "INSERT INTO audit_events (resource_version, name, last_time_ns, "
+                           "record) VALUES (?, ?, ?, ?)");
+  SQLite::Statement remove(db, "DELETE FROM events WHERE resource_version = ?");
+  std::vector<int64_t> moved;
+  while (rows.executeStep()) {
+    const SQLite::Column record = rows.getColumn(3);
+    v1::Event event;
+    if (!event.ParseFromArray(record.getBlob(), record.getBytes()) || !event.has_audit()) continue;
+    insert.bind(1, rows.getColumn(0).getInt64());
+    insert.bind(2, rows.getColumn(1).getString());
+    insert.bind(3, rows.getColumn(2).getInt64());
+    insert.bind(4, record.getBlob(), record.getBytes());
+    insert.exec();
+    insert.reset();
+    moved.push_back(rows.getColumn(0).getInt64());
+  }
+  for (int64_t version : moved) {
+    remove.bind(1, version);
+    remove.exec();
+    remove.reset();
+  }
+}
+
 // One entry per schema version, applied in order. Never edit a released entry: append a new
-// one. Each runs in its own transaction together with its schema_migrations row.
+// one. Each runs in its own transaction together with its schema_migrations row: first `sql`,
+// then `code` (when set) for what SQL cannot say.
 struct Migration {
   int version;
   const char* description;
   const char* sql;
+  void (*code)(SQLite::Database&) = nullptr;
 };
 
 constexpr Migration kMigrations[] = {
@@ -85,13 +119,24 @@ constexpr Migration kMigrations[] = {
         record BLOB NOT NULL
       );
     )sql"},
+    {5, "audit events in their own table, kept by age only",
+     R"sql(
+      CREATE TABLE audit_events (
+        resource_version INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        last_time_ns INTEGER NOT NULL,
+        record BLOB NOT NULL
+      );
+      CREATE INDEX audit_events_by_last_time ON audit_events (last_time_ns);
+    )sql",
+     &MoveAuditEvents},
 };
 
 }  // namespace
 
 int LatestSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
 
-absl::Status MigrateSchema(SQLite::Database& db, const std::string& path) {
+absl::Status MigrateSchema(SQLite::Database& db, const std::string& path, int target_version) {
   try {
     // IMMEDIATE: a second process opening the file at the same time waits here and then sees
     // the migrations the first one applied.
@@ -107,8 +152,9 @@ absl::Status MigrateSchema(SQLite::Database& db, const std::string& path) {
           LatestSchemaVersion(), "); run a newer rxfleet-server or restore a backup"));
     }
     for (const Migration& migration : kMigrations) {
-      if (migration.version <= current) continue;
+      if (migration.version <= current || migration.version > target_version) continue;
       db.exec(migration.sql);
+      if (migration.code != nullptr) migration.code(db);
       SQLite::Statement record(db, "INSERT INTO schema_migrations VALUES (?, ?, ?)");
       record.bind(1, migration.version);
       record.bind(2, migration.description);

@@ -2,7 +2,8 @@
 
 // The schema of the server's SQLite file, as numbered migrations recorded in
 // `schema_migrations`: 1 policies, bundle version, registry and events; 2 experiments and
-// metric windows; 3 operator tokens; 4 audit events of local commands. Both connections to the
+// metric windows; 3 operator tokens; 4 audit events of local commands; 5 audit events in their
+// own table (moving those older files kept among the fleet events). Both connections to the
 // file (server/store/store.h and server/store/token_store.h) migrate it when they open it.
 
 #include <string>
@@ -21,7 +22,9 @@ int LatestSchemaVersion();
 /// Applies the missing migrations in order, with their schema_migrations rows, in one IMMEDIATE
 /// transaction (all or none; two processes opening the file at once apply each migration
 /// once). FailedPrecondition if the file's schema is newer than LatestSchemaVersion();
-/// other errors as StatusFromSqlite. `path` names the file in messages.
-absl::Status MigrateSchema(SQLite::Database& db, const std::string& path);
+/// other errors as StatusFromSqlite. `path` names the file in messages. `target_version`
+/// (tests building the file of an older release): apply migrations up to this version only.
+absl::Status MigrateSchema(SQLite::Database& db, const std::string& path,
+                           int target_version = LatestSchemaVersion());
 
 }  // namespace rxfleet::server

@@ -143,13 +143,23 @@ absl::StatusOr<StoredState> Store::Load(size_t max_events) {
       state.hosts[it->second].adapters.push_back(
           ParseRecord<v1::Adapter>(adapters.getColumn(1), "adapters"));
     }
-    SQLite::Statement events(db,
-                             "SELECT record FROM (SELECT resource_version, record FROM events "
-                             "ORDER BY resource_version DESC LIMIT ?) ORDER BY resource_version");
+    SQLite::Statement events(
+        db,
+        "SELECT resource_version, record FROM events ORDER BY resource_version DESC "
+        "LIMIT ?");
     events.bind(1, static_cast<int64_t>(max_events));
+    std::map<int64_t, v1::Event> by_version;
     while (events.executeStep()) {
-      state.events.push_back(ParseRecord<v1::Event>(events.getColumn(0), "events"));
+      by_version[events.getColumn(0).getInt64()] =
+          ParseRecord<v1::Event>(events.getColumn(1), "events");
     }
+    // Audit events are kept by age only: all of them are loaded, whatever max_events says.
+    SQLite::Statement audit(db, "SELECT resource_version, record FROM audit_events");
+    while (audit.executeStep()) {
+      by_version[audit.getColumn(0).getInt64()] =
+          ParseRecord<v1::Event>(audit.getColumn(1), "audit_events");
+    }
+    for (auto& [version, event] : by_version) state.events.push_back(std::move(event));
     transaction.commit();
   } catch (const SQLite::Exception& e) {
     return StatusFromSqlite(e, "cannot load the stored state", path_);
@@ -256,7 +266,8 @@ absl::StatusOr<PolicyDeleteResult> Store::DeletePolicy(std::string_view name,
 absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
                                  absl::Span<const v1::Event> events, size_t max_events,
                                  absl::Time events_min_time,
-                                 absl::Span<const int64_t> local_audit_done) {
+                                 absl::Span<const int64_t> local_audit_done,
+                                 absl::Time audit_min_time) {
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Database& db = *db_;
@@ -286,11 +297,16 @@ absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
         insert_adapter.reset();
       }
     }
-    SQLite::Statement upsert_event(
-        db,
-        "INSERT INTO events (resource_version, name, last_time_ns, record) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (name) DO UPDATE SET resource_version = excluded.resource_version, "
-        "last_time_ns = excluded.last_time_ns, record = excluded.record");
+    auto upsert_into = [&db](const char* table) {
+      return SQLite::Statement(
+          db, absl::StrCat("INSERT INTO ", table,
+                           " (resource_version, name, last_time_ns, record) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT (name) DO UPDATE SET resource_version = "
+                           "excluded.resource_version, last_time_ns = excluded.last_time_ns, "
+                           "record = excluded.record"));
+    };
+    SQLite::Statement upsert_fleet_event = upsert_into("events");
+    SQLite::Statement upsert_audit_event = upsert_into("audit_events");
     int64_t last_event_version = ReadMeta(db, "last_event_version");
     for (const v1::Event& event : events) {
       int64_t version = 0;
@@ -299,6 +315,7 @@ absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
             absl::StrCat("event ", event.metadata().name(), " has no numeric resource version"),
             SQLITE_MISUSE);
       }
+      SQLite::Statement& upsert_event = event.has_audit() ? upsert_audit_event : upsert_fleet_event;
       upsert_event.bind(1, version);
       upsert_event.bind(2, event.metadata().name());
       upsert_event.bind(3, absl::ToUnixNanos(common::TimeFromProto(event.last_time())));
@@ -317,6 +334,9 @@ absl::Status Store::SaveRegistry(absl::Span<const HostRecord> hosts,
     SQLite::Statement prune_age(db, "DELETE FROM events WHERE last_time_ns < ?");
     prune_age.bind(1, absl::ToUnixNanos(events_min_time));
     prune_age.exec();
+    SQLite::Statement prune_audit(db, "DELETE FROM audit_events WHERE last_time_ns < ?");
+    prune_audit.bind(1, absl::ToUnixNanos(audit_min_time));
+    prune_audit.exec();
     SQLite::Statement done(db, "DELETE FROM local_audit WHERE id = ?");
     for (int64_t id : local_audit_done) {
       done.bind(1, id);

@@ -95,7 +95,8 @@ struct StoredState {
   uint64_t bundle_version = 0;       ///< >= 1
   std::vector<v1::Policy> policies;  ///< ordered by name
   std::vector<HostRecord> hosts;     ///< ordered by host id, adapters by adapter id
-  std::vector<v1::Event> events;     ///< the newest `max_events`, oldest first
+  /// The newest `max_events` fleet events and every stored audit event, oldest first.
+  std::vector<v1::Event> events;
   /// Highest event resource version ever assigned (0 if none), including pruned events.
   uint64_t last_event_version = 0;
 };
@@ -169,13 +170,16 @@ class Store {
 
   /// Persists registry changes and new/updated events in one transaction: each HostRecord
   /// replaces the stored host and, if adapters_changed, all its adapters; events are upserted by
-  /// metadata.name (a folded event keeps its name and gets a new resource_version). Then prunes
-  /// events beyond the newest `max_events` and those whose last_time is before `events_min_time`.
+  /// metadata.name (a folded event keeps its name and gets a new resource_version). Audit events
+  /// go to their own table (audit_events). Then prunes fleet events beyond the newest
+  /// `max_events` and those whose last_time is before `events_min_time`, and audit events whose
+  /// last_time is before `audit_min_time` (audit is never pruned by the volume of other events).
   /// `local_audit_done`: ids of LocalAuditEvents now in `events` (or saved before), deleted in
   /// the same transaction so each is recorded once and never lost.
   absl::Status SaveRegistry(absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events,
                             size_t max_events, absl::Time events_min_time,
-                            absl::Span<const int64_t> local_audit_done = {});
+                            absl::Span<const int64_t> local_audit_done = {},
+                            absl::Time audit_min_time = absl::InfinitePast());
 
   /// Queues an audit event of a local command for the server (running or started later).
   /// Write errors as ApplyPolicy.
@@ -198,6 +202,9 @@ class Store {
   absl::StatusOr<v1::Experiment> UpdateExperimentStatus(std::string_view name,
                                                         const v1::ExperimentStatus& status,
                                                         absl::Time now);
+  /// Deletes a stored experiment and its metric windows in one transaction. NotFound if it
+  /// does not exist; write errors as ApplyPolicy.
+  absl::Status DeleteExperiment(std::string_view name);
   /// Every stored experiment, ordered by create time (oldest first).
   absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments();
 

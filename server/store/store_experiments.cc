@@ -101,6 +101,26 @@ absl::StatusOr<v1::Experiment> Store::UpdateExperimentStatus(std::string_view na
   }
 }
 
+absl::Status Store::DeleteExperiment(std::string_view name) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    SQLite::Statement remove(db, "DELETE FROM experiments WHERE name = ?");
+    remove.bind(1, std::string(name));
+    if (remove.exec() == 0) {
+      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
+    }
+    SQLite::Statement windows(db, "DELETE FROM metric_windows WHERE experiment = ?");
+    windows.bind(1, std::string(name));
+    windows.exec();
+    transaction.commit();
+    return absl::OkStatus();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot delete experiment ", ToAbslView(name)), path_);
+  }
+}
+
 absl::StatusOr<std::vector<v1::Experiment>> Store::LoadExperiments() {
   absl::MutexLock lock(&mu_);
   std::vector<v1::Experiment> out;

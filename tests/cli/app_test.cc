@@ -211,7 +211,7 @@ TEST(AppTest, UnknownResourceTypesAreUsageErrorsListingTheValidOnes) {
   EXPECT_THAT(h.err(), HasSubstr("unknown resource type 'widget'; valid types: host, adapter, "
                                  "policy, experiment"));
   EXPECT_EQ(h.Run({"delete", "host", "pi1"}), 2);
-  EXPECT_THAT(h.err(), HasSubstr("unknown resource type 'host'; valid types: policy"));
+  EXPECT_THAT(h.err(), HasSubstr("unknown resource type 'host'; valid types: policy, experiment"));
   EXPECT_EQ(h.Run({"get", "adapters", "pi1/port-2-2", "extra"}), 2);
   EXPECT_THAT(h.err(), HasSubstr("extra"));
   EXPECT_EQ(h.out(), "");
@@ -278,6 +278,30 @@ TEST(AppTest, DeleteUnknownPolicyExitsThree) {
   };
   EXPECT_EQ(h.Run({"delete", "policy", "ghost"}), 3);
   EXPECT_EQ(h.err(), "error: policy/ghost: no such policy\n");
+}
+
+TEST(AppTest, DeleteExperimentSendsNameAndVersionAndSaysItIsGone) {
+  Harness h;
+  h.expect = [](StrictMock<MockFleetClient>& m) {
+    EXPECT_CALL(m, DeleteExperiment(_)).WillOnce([](const v1::DeleteExperimentRequest& request) {
+      EXPECT_EQ(request.name(), "hold-ab");
+      EXPECT_EQ(request.resource_version(), "12");
+      return v1::Experiment();
+    });
+  };
+  EXPECT_EQ(h.Run({"delete", "experiment", "hold-ab", "--resource-version", "12"}), 0);
+  EXPECT_EQ(h.out(), "experiment/hold-ab deleted with its metric windows\n");
+}
+
+TEST(AppTest, DeleteRunningExperimentNamesItAndFails) {
+  Harness h;
+  h.expect = [](StrictMock<MockFleetClient>& m) {
+    EXPECT_CALL(m, DeleteExperiment(_))
+        .WillOnce(Return(absl::FailedPreconditionError(
+            "experiment hold-ab is RUNNING; stop it first (rxfleetctl experiment stop hold-ab)")));
+  };
+  EXPECT_NE(h.Run({"delete", "experiments", "hold-ab"}), 0);
+  EXPECT_THAT(h.err(), HasSubstr("experiment/hold-ab: experiment hold-ab is RUNNING; stop it"));
 }
 
 TEST(AppTest, WatchEndsCleanlyWhenStopped) {

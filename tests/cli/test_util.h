@@ -40,6 +40,8 @@ class MockFleetClient : public FleetClient {
               (override));
   MOCK_METHOD(absl::StatusOr<v1::Experiment>, StopExperiment, (const v1::StopExperimentRequest&),
               (override));
+  MOCK_METHOD(absl::StatusOr<v1::Experiment>, DeleteExperiment,
+              (const v1::DeleteExperimentRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::ExperimentReport>, GetExperimentReport,
               (const v1::GetExperimentReportRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::PromoteExperimentResponse>, PromoteExperiment,

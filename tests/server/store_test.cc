@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "common/proto/time.h"
+#include "server/store/schema.h"
 #include "tests/support/paths.h"
 
 namespace rxfleet::server {
@@ -371,6 +372,55 @@ TEST(StoreTest, TokenTableIsAMigrationAndKeepsTokensOfOlderFiles) {
                            "description = 'operator tokens'")
                 .getInt(),
             1);
+}
+
+// A file of schema 4 (the release before audit events had their own table) kept audit events
+// among the fleet events. Migration 5 moves them, so the fleet events' count cannot evict them.
+TEST(StoreTest, UpgradeFromSchemaFourMovesAuditEventsOutOfTheFleetEvents) {
+  TempDir dir;
+  const std::string path = dir.File("server.db");
+  {
+    SQLite::Database raw(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    ASSERT_TRUE(MigrateSchema(raw, path, 4).ok());
+    ASSERT_EQ(raw.execAndGet("SELECT MAX(version) FROM schema_migrations").getInt(), 4);
+    SQLite::Statement insert(raw, "INSERT INTO events VALUES (?, ?, ?, ?)");
+    auto put = [&](const v1::Event& event, int64_t version) {
+      const std::string record = event.SerializeAsString();
+      insert.bind(1, version);
+      insert.bind(2, event.metadata().name());
+      insert.bind(3, absl::ToUnixNanos(kNow));
+      insert.bind(4, record.data(), static_cast<int>(record.size()));
+      insert.exec();
+      insert.reset();
+    };
+    v1::Event audit = MakeEvent("audit-1", 1, kNow);
+    audit.mutable_audit()->set_actor("token:ops");
+    audit.mutable_audit()->set_action("ApplyPolicy");
+    put(audit, 1);
+    for (int version = 2; version <= 11; ++version) {
+      put(MakeEvent(absl::StrCat("fleet-", version), version, kNow), version);
+    }
+  }
+  std::unique_ptr<Store> store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), Store::LatestSchemaVersion());
+  {
+    SQLite::Database raw(path, SQLite::OPEN_READONLY);
+    EXPECT_EQ(raw.execAndGet("SELECT name FROM audit_events").getString(), "audit-1");
+    EXPECT_EQ(raw.execAndGet("SELECT COUNT(*) FROM events").getInt(), 10);
+  }
+  // Ten more fleet events with a limit of ten push out every older fleet event, never the
+  // audit event.
+  std::vector<v1::Event> newer;
+  for (int version = 12; version <= 21; ++version) {
+    newer.push_back(MakeEvent(absl::StrCat("fleet-", version), version, kNow));
+  }
+  ASSERT_TRUE(store->SaveRegistry({}, newer, 10, kNow - absl::Hours(1)).ok());
+  absl::StatusOr<StoredState> state = store->Load(10);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->events.size(), 11u);
+  EXPECT_EQ(state->events.front().metadata().name(), "audit-1");
+  EXPECT_EQ(state->events.front().audit().action(), "ApplyPolicy");
 }
 
 // `rxfleet-server tokens` queues audit events in the file; a save that persists them takes

@@ -4,8 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "common/proto/time.h"
 #include "tests/support/paths.h"
@@ -52,6 +54,37 @@ TEST(BundleFileTest, MissingAndForeignFiles) {
   ASSERT_TRUE(
       rxfleet::testing::WriteTextFile(dir.File("junk.pb"), "\xff\xff\xff not a proto").ok());
   EXPECT_EQ(ReadBundleFile(dir.File("junk.pb")).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A FIFO at the bundle path hung start-up (SIGTERM ignored); a huge file took 630 MB.
+TEST(BundleFileTest, FifoDirectoryAndHugeFilesAreRefusedWithoutBlocking) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.File("fifo.pb").c_str(), 0600), 0);
+  absl::Status fifo = ReadBundleFile(dir.File("fifo.pb")).status();
+  EXPECT_EQ(fifo.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(fifo.message(), HasSubstr("not a regular file"));
+  std::filesystem::create_directory(dir.File("dir.pb"));
+  EXPECT_EQ(ReadBundleFile(dir.File("dir.pb")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  const std::string huge = dir.File("huge.pb");
+  {
+    std::ofstream out(huge, std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(kMaxBundleFileBytes));
+    out.put('x');
+  }
+  absl::Status big = ReadBundleFile(huge).status();
+  EXPECT_EQ(big.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(big.message(), HasSubstr("bytes, more than"));
+}
+
+TEST(BundleFileTest, AnUnreadableFileNamesTheOsReason) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode";
+  TempDir dir;
+  ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir.File("b.pb"), "x").ok());
+  ASSERT_EQ(::chmod(dir.File("b.pb").c_str(), 0), 0);
+  absl::Status status = ReadBundleFile(dir.File("b.pb")).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(status.message(), HasSubstr("Permission denied"));
 }
 
 TEST(BundleFileTest, OwnerComesFromTheRecordedHostId) {

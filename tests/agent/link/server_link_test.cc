@@ -91,6 +91,7 @@ class ServerLinkTest : public ::testing::Test {
       absl::MutexLock lock(&log_mu_);
       log_.emplace_back(line);
     };
+    options.on_bundle_persist_failure = [this] { ++persist_failures_; };
     absl::StatusOr<std::unique_ptr<ServerLink>> link = ServerLink::Create(options, sink);
     EXPECT_TRUE(link.ok()) << link.status();
     return link.ok() ? *std::move(link) : nullptr;
@@ -104,6 +105,7 @@ class ServerLinkTest : public ::testing::Test {
   }
 
   TempDir state_;
+  std::atomic<int> persist_failures_{0};
   mutable absl::Mutex log_mu_;
   std::vector<std::string> log_;
 };
@@ -168,6 +170,54 @@ TEST_F(ServerLinkTest, AppliedPolicyIsDeliveredPersistedAndAcked) {
   EXPECT_EQ(persisted->bundle().policies(0).metadata().name(), "usb3-short");
   EXPECT_FALSE(persisted->bundle().nonce().empty());
   EXPECT_EQ(persisted->host_id(), "h1");  // the host it was received for
+}
+
+const v1::Condition* FindCondition(const v1::Host& host, const std::string& type) {
+  for (const v1::Condition& c : host.status().conditions()) {
+    if (c.type() == type) return &c;
+  }
+  return nullptr;
+}
+
+// The agent ACKed a bundle it could not save, and the server showed the host in sync: now the
+// ACK says so, the server shows it as a condition and both sides count it.
+TEST_F(ServerLinkTest, ABundleThatCannotBeSavedIsAckedWithTheReasonAndCounted) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  // A directory where the bundle file goes: the rename over it fails.
+  const std::string bundle_path = state_.File("h1/") + kBundleFileName;
+  std::filesystem::create_directories(std::filesystem::path(bundle_path) / "in-the-way");
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> host = server->GetHost("h1");
+    return host.ok() && host->status().last_acked_version() == 1;
+  }));
+  EXPECT_EQ(sink.active_version(), 1u);  // applied all the same
+  absl::StatusOr<v1::Host> host = server->GetHost("h1");
+  EXPECT_THAT(host->status().bundle_persist_error(), HasSubstr("Is a directory"));
+  const v1::Condition* persisted = FindCondition(*host, "BundlePersisted");
+  ASSERT_NE(persisted, nullptr);
+  EXPECT_EQ(persisted->status(), v1::CONDITION_STATUS_FALSE);
+  EXPECT_EQ(persisted->reason(), "SaveFailed");
+  EXPECT_THAT(persisted->message(), HasSubstr("falls back to an older bundle"));
+  EXPECT_GE(persist_failures_.load(), 1);
+  EXPECT_THAT(Log(), HasSubstr("applied but not persisted"));
+
+  // Once the path is free, the next bundle is saved and the condition clears.
+  std::filesystem::remove_all(bundle_path);
+  ASSERT_TRUE(server->ApplyHold("all-long", 1024).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> h = server->GetHost("h1");
+    return h.ok() && h->status().last_acked_version() == 2;
+  }));
+  host = server->GetHost("h1");
+  EXPECT_EQ(host->status().bundle_persist_error(), "");
+  persisted = FindCondition(*host, "BundlePersisted");
+  ASSERT_NE(persisted, nullptr);
+  EXPECT_EQ(persisted->status(), v1::CONDITION_STATUS_TRUE);
+  EXPECT_EQ(ReadBundleFile(bundle_path)->bundle().version(), 2u);
 }
 
 TEST_F(ServerLinkTest, RejectedBundleIsNackedAndTheOldOneStays) {

@@ -106,6 +106,19 @@ TEST(ReconcileRegistersTest, EaeaPatternCountsAsAsleepToo) {
   EXPECT_EQ(rig.chip->Writes(), 0);
 }
 
+// 0xFFFFFFFF (a failed or dead read) decoded as "enabled" and 0xffff01ff was written back,
+// keeping all ones in the count, buffer and reserved bits.
+TEST(ReconcileRegistersTest, AllOnesIsUnreadableAndNeverWrittenBack) {
+  for (RxAggLayout layout : {RxAggLayout::kV1, RxAggLayout::kV2, RxAggLayout::kV3}) {
+    Rig rig(layout, 0xFFFFFFFF);
+    const StepResult r = rig.Step(Hold(32), /*last_verified=*/0x80FF0114u);
+    EXPECT_EQ(r.outcome, StepOutcome::kAsleep);
+    EXPECT_FALSE(r.observed.has_value());
+    EXPECT_FALSE(r.drifted);
+    EXPECT_EQ(rig.chip->Writes(), 0);
+  }
+}
+
 TEST(ReconcileRegistersTest, ChipFallingAsleepAfterTheWriteIsAsleepNotMismatch) {
   Rig rig(RxAggLayout::kV3, 0x80FF2014);
   rig.chip->asleep_after_writes = 1;

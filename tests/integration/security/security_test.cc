@@ -5,7 +5,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -252,6 +255,82 @@ TEST_F(SecurityTest, AgentWithoutClientCertificateCannotConnect) {
   v1::ServerMessage reply;
   EXPECT_FALSE(stream->Read(&reply));
   EXPECT_FALSE(stream->Finish().ok());
+}
+
+// VmRSS of `pid` in KiB (0 if unreadable).
+long RssKib(pid_t pid) {
+  absl::StatusOr<std::string> status = ReadTextFile(absl::StrCat("/proc/", pid, "/status"));
+  if (!status.ok()) return 0;
+  const size_t at = status->find("VmRSS:");
+  return at == std::string::npos ? 0 : std::atol(status->c_str() + at + 6);
+}
+
+// An outsider without a certificate opens thousands of AgentService streams on a few
+// connections and never says Hello. Each is refused with UNAUTHENTICATED at once (not after the
+// Hello timeout), server memory stays bounded and operators are still answered.
+TEST_F(SecurityTest, HelloLessStreamsWithoutCertificateAreRefusedAtOnce) {
+  constexpr int kChannels = 8;
+  constexpr int kStreams = 12000;
+  const long rss_before = RssKib(server_->pid());
+  ASSERT_GT(rss_before, 0);
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<v1::AgentService::Stub>> stubs;
+  for (int i = 0; i < kChannels; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);  // one connection per channel
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = Read(Tls("ca.crt"));
+    channels.push_back(grpc::CreateCustomChannel(address_, grpc::SslCredentials(ssl), args));
+    stubs.push_back(v1::AgentService::NewStub(channels.back()));
+  }
+  struct Call {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  grpc::CompletionQueue cq;
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  for (int i = 0; i < kStreams; ++i) {
+    auto call = std::make_unique<Call>();
+    call->context.set_deadline(absl::ToChronoTime(deadline));
+    // Tag 2i: started; tag 2i+1: finished.
+    call->stream = stubs[i % kChannels]->AsyncConnect(&call->context, &cq,
+                                                      reinterpret_cast<void*>(intptr_t{2} * i));
+    calls.push_back(std::move(call));
+  }
+  long rss_peak = rss_before;
+  int finished = 0;
+  std::map<grpc::StatusCode, int> codes;
+  void* tag = nullptr;
+  bool ok = false;
+  while (finished < kStreams && cq.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline)) ==
+                                    grpc::CompletionQueue::GOT_EVENT) {
+    const intptr_t n = reinterpret_cast<intptr_t>(tag);
+    Call& call = *calls[n / 2];
+    if (n % 2 == 0) {
+      call.stream->Finish(&call.status, reinterpret_cast<void*>(n + 1));
+    } else {
+      ++finished;
+      ++codes[call.status.error_code()];
+      if (finished % 1000 == 0) rss_peak = std::max(rss_peak, RssKib(server_->pid()));
+    }
+  }
+  rss_peak = std::max(rss_peak, RssKib(server_->pid()));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  EXPECT_EQ(finished, kStreams);
+  EXPECT_EQ(codes[grpc::StatusCode::UNAUTHENTICATED], kStreams)
+      << "streams were not refused at once (DEADLINE_EXCEEDED: "
+      << codes[grpc::StatusCode::DEADLINE_EXCEEDED] << ")";
+  // Streams kept until the Hello timeout took ~17 KiB each (12,000: ~200 MiB); refused ones
+  // leave nothing behind. 100 MiB leaves room for allocator noise on a loaded machine.
+  EXPECT_LT(rss_peak - rss_before, 100 * 1024)
+      << "server RSS grew from " << rss_before << " KiB to " << rss_peak << " KiB";
+  const std::string admin = NewToken("admin-bounds", "admin");
+  ProcessResult hosts = Ctl(admin, {"get", "hosts"});
+  EXPECT_EQ(hosts.exit_code, 0) << hosts.stderr_text;
 }
 
 TEST_F(SecurityTest, HelloMustMatchTheCertificateHost) {
