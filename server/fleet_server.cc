@@ -88,6 +88,9 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   if (options.hello_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hello timeout must be positive");
   }
+  if (options.max_adapters_per_host < 1) {
+    return absl::InvalidArgumentError("max-adapters-per-host must be at least 1");
+  }
   if (options.max_receive_message_bytes <= 0) {
     return absl::InvalidArgumentError("max receive message size must be positive");
   }
@@ -147,6 +150,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                          state->last_event_version);
   RegistryOptions registry_options;
   registry_options.stale_after = options.stale_after;
+  registry_options.max_adapters_per_host = options.max_adapters_per_host;
   registry_options.on_adapter_event = [events = s.events_.get()](v1::Event event, absl::Time now) {
     events->Record(std::move(event), now);
   };

@@ -96,6 +96,8 @@ struct FleetServerOptions {
   /// Agent streams without a Hello yet, in total and per peer IP (see AgentServiceOptions).
   size_t max_pending_hello = 1024;
   size_t max_pending_hello_per_peer = 64;
+  /// Adapters one host may report, across updates (RegistryOptions::max_adapters_per_host).
+  size_t max_adapters_per_host = 256;
   /// Memory gRPC may use for connections and calls (a grpc::ResourceQuota, bytes); beyond it
   /// new connections and streams are refused instead of growing the process.
   size_t grpc_memory_bytes = size_t{512} << 20;

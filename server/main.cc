@@ -198,6 +198,11 @@ int main(int argc, char** argv) {
                  "agent streams without a Hello yet from one IP address; more are refused")
       ->default_val(options.max_pending_hello_per_peer)
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-adapters-per-host", options.max_adapters_per_host,
+                 "adapters one host may report (across updates); an inventory or update "
+                 "beyond it is refused and ends the agent's stream")
+      ->default_val(options.max_adapters_per_host)
+      ->check(CLI::Range(1, 65536));
   size_t grpc_memory_mb = options.grpc_memory_bytes >> 20;
   app.add_option("--grpc-memory-mb", grpc_memory_mb,
                  "memory gRPC may use for connections and calls (MiB); beyond it new "
