@@ -96,6 +96,9 @@ struct FleetServerOptions {
   /// Agent streams without a Hello yet, in total and per peer IP (see AgentServiceOptions).
   size_t max_pending_hello = 1024;
   size_t max_pending_hello_per_peer = 64;
+  /// /sd/agents publishes a metrics address only if its host is the IP address the agent's
+  /// stream came from (SdTargetPolicy; --sd-require-peer-address).
+  bool sd_require_peer_address = false;
   /// Adapters one host may report, across updates (RegistryOptions::max_adapters_per_host).
   size_t max_adapters_per_host = 256;
   /// Memory gRPC may use for connections and calls (a grpc::ResourceQuota, bytes); beyond it

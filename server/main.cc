@@ -198,6 +198,10 @@ int main(int argc, char** argv) {
                  "agent streams without a Hello yet from one IP address; more are refused")
       ->default_val(options.max_pending_hello_per_peer)
       ->check(CLI::Range(1, 1000000));
+  app.add_flag("--sd-require-peer-address", options.sd_require_peer_address,
+               "/sd/agents lists an agent's metrics address only if its host is the IP address "
+               "the agent connects from (link-local and other unscrapable addresses are always "
+               "left out)");
   app.add_option("--max-adapters-per-host", options.max_adapters_per_host,
                  "adapters one host may report (across updates); an inventory or update "
                  "beyond it is refused and ends the agent's stream")

@@ -520,6 +520,7 @@ std::vector<Registry::MetricsTarget> Registry::MetricsTargets(absl::Time now) co
     MetricsTarget target;
     target.host_id = id;
     target.address = status.metrics_address();
+    target.peer_address = status.peer_address();
     target.labels = {entry.host.metadata().labels().begin(), entry.host.metadata().labels().end()};
     target.connected = status.connected();
     target.stale = IsStale(entry, now);

@@ -122,7 +122,8 @@ class Registry {
   /// A Prometheus scrape target: an agent's metrics endpoint.
   struct MetricsTarget {
     std::string host_id;
-    std::string address;  ///< Hello.metrics_address, never empty
+    std::string address;       ///< Hello.metrics_address, never empty
+    std::string peer_address;  ///< gRPC peer of the host's last stream ("ipv4:10.0.0.5:51234")
     std::map<std::string, std::string> labels;
     bool connected = false;
     bool stale = false;
