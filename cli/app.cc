@@ -20,6 +20,7 @@
 #include "cli/commands/status.h"
 #include "cli/commands/watch.h"
 #include "cli/exit_code.h"
+#include "cli/output/terminal_stream.h"
 #include "rxfleet/version.h"
 
 namespace rxfleet::cli {
@@ -138,7 +139,9 @@ Environment ProcessEnvironment(std::stop_token stop) {
   return env;
 }
 
-int RunRxfleetctl(const std::vector<std::string>& args, const Environment& env) {
+namespace {
+
+int Run(const std::vector<std::string>& args, const Environment& env) {
   std::ostream& err = *env.streams.err;
   GlobalOptions global;
   SelectedCommand selected;
@@ -208,6 +211,21 @@ int RunRxfleetctl(const std::vector<std::string>& args, const Environment& env) 
     err << "Run '" << kProgram << " " << selected.path << " --help' for usage.\n";
   }
   return ExitCodeForStatus(status);
+}
+
+}  // namespace
+
+int RunRxfleetctl(const std::vector<std::string>& args, const Environment& env) {
+  // Everything rxfleetctl prints passes the one sanitiser (cli/output/terminal_stream.h).
+  TerminalSafeStream out(*env.streams.out, /*unit_buffered=*/false);
+  TerminalSafeStream err(*env.streams.err, /*unit_buffered=*/true);
+  Environment safe = env;
+  safe.streams.out = &out;
+  safe.streams.err = &err;
+  const int code = Run(args, safe);
+  out.flush();
+  err.flush();
+  return code;
 }
 
 }  // namespace rxfleet::cli

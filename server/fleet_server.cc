@@ -11,12 +11,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/listen_error.h"
 #include "common/net_address.h"
 #include "rxfleet/version.h"
 #include "server/api/agent_service.h"
 #include "server/api/fleet_api.h"
 #include "server/api/fleet_service.h"
+#include "server/api/log_limiter.h"
 #include "server/api/work_queue.h"
 #include "server/auth/authorizer.h"
 #include "server/experiments/controller.h"
@@ -88,6 +90,9 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   if (options.hello_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hello timeout must be positive");
   }
+  if (options.max_adapters_per_host < 1) {
+    return absl::InvalidArgumentError("max-adapters-per-host must be at least 1");
+  }
   if (options.max_receive_message_bytes <= 0) {
     return absl::InvalidArgumentError("max receive message size must be positive");
   }
@@ -153,6 +158,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                          state->last_event_version);
   RegistryOptions registry_options;
   registry_options.stale_after = options.stale_after;
+  registry_options.max_adapters_per_host = options.max_adapters_per_host;
   registry_options.on_adapter_event = [events = s.events_.get()](v1::Event event, absl::Time now) {
     events->Record(std::move(event), now);
   };
@@ -237,9 +243,23 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
     HttpServerOptions http_options;
     http_options.address = options.http_listen;
     Registry* registry = s.registry_.get();
-    absl::StatusOr<std::unique_ptr<HttpServer>> http = HttpServer::Start(
-        http_options, s.metrics_->registry,
-        [registry] { return ServiceDiscoveryJson(registry->MetricsTargets(absl::Now())); });
+    SdTargetPolicy sd_policy;
+    sd_policy.require_peer_address = options.sd_require_peer_address;
+    // Targets left out of /sd/agents are logged, at most one line a minute (agents choose the
+    // addresses, so they must not be able to flood the log through Prometheus' polling).
+    auto sd_log = std::make_shared<LogLimiter>(absl::Minutes(1));
+    absl::StatusOr<std::unique_ptr<HttpServer>> http =
+        HttpServer::Start(http_options, s.metrics_->registry, [registry, sd_policy, sd_log] {
+          std::vector<std::string> refused;
+          std::string body =
+              ServiceDiscoveryJson(registry->MetricsTargets(absl::Now()), sd_policy, &refused);
+          if (!refused.empty()) {
+            sd_log->Log(LogLevel::kWarning, "sd_target_refused",
+                        absl::StrCat("/sd/agents leaves out ", refused.size(),
+                                     " metrics address(es): ", absl::StrJoin(refused, "; ")));
+          }
+          return body;
+        });
     if (!http.ok()) return http.status();
     s.http_ = *std::move(http);
   }

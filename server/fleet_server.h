@@ -104,6 +104,11 @@ struct FleetServerOptions {
   /// what agents accept): policy and experiment changes that would make one larger are
   /// refused (server/api/bundle_limit.h).
   size_t max_bundle_bytes = common::kMaxServerMessageBytes;
+  /// /sd/agents publishes a metrics address only if its host is the IP address the agent's
+  /// stream came from (SdTargetPolicy; --sd-require-peer-address).
+  bool sd_require_peer_address = false;
+  /// Adapters one host may report, across updates (RegistryOptions::max_adapters_per_host).
+  size_t max_adapters_per_host = 256;
   /// Memory gRPC may use for connections and calls (a grpc::ResourceQuota, bytes); beyond it
   /// new connections and streams are refused instead of growing the process.
   size_t grpc_memory_bytes = size_t{512} << 20;

@@ -204,6 +204,15 @@ int main(int argc, char** argv) {
       ->default_val(options.max_bundle_bytes)
       ->check(CLI::Range(size_t{rxfleet::server::kMinBundleBytes},
                          static_cast<size_t>(rxfleet::common::kMaxServerMessageBytes)));
+  app.add_flag("--sd-require-peer-address", options.sd_require_peer_address,
+               "/sd/agents lists an agent's metrics address only if its host is the IP address "
+               "the agent connects from (link-local and other unscrapable addresses are always "
+               "left out)");
+  app.add_option("--max-adapters-per-host", options.max_adapters_per_host,
+                 "adapters one host may report (across updates); an inventory or update "
+                 "beyond it is refused and ends the agent's stream")
+      ->default_val(options.max_adapters_per_host)
+      ->check(CLI::Range(1, 65536));
   size_t grpc_memory_mb = options.grpc_memory_bytes >> 20;
   app.add_option("--grpc-memory-mb", grpc_memory_mb,
                  "memory gRPC may use for connections and calls (MiB); beyond it new "

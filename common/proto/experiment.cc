@@ -1,10 +1,12 @@
 #include "common/proto/experiment.h"
 
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/proto/checked_duration.h"
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
@@ -88,13 +90,21 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in, std::st
       return fail(
           "spec.design: must be EXPERIMENT_DESIGN_PARALLEL or EXPERIMENT_DESIGN_SWITCHBACK");
   }
-  e.duration = common::DurationFromProto(spec.duration());
-  if (spec.has_window_length() &&
-      common::DurationFromProto(spec.window_length()) != absl::ZeroDuration()) {
-    e.window_length = common::DurationFromProto(spec.window_length());
+  // Durations from the wire: a mixed-sign or out-of-range value is refused, not folded.
+  absl::Duration window_length = absl::ZeroDuration();
+  for (const auto& [field, in_duration, out] :
+       {std::tuple<const char*, const google::protobuf::Duration*, absl::Duration*>{
+            "spec.duration", &spec.duration(), &e.duration},
+        {"spec.window_length", &spec.window_length(), &window_length},
+        {"spec.period_length", &spec.period_length(), &e.period_length},
+        {"spec.burn_in", &spec.burn_in(), &e.burn_in}}) {
+    absl::StatusOr<absl::Duration> value = common::CheckedDurationFromProto(*in_duration, field);
+    if (!value.ok()) return fail(value.status().message());
+    *out = *value;
   }
-  e.period_length = common::DurationFromProto(spec.period_length());
-  e.burn_in = common::DurationFromProto(spec.burn_in());
+  if (spec.has_window_length() && window_length != absl::ZeroDuration()) {
+    e.window_length = window_length;
+  }
   absl::StatusOr<Metric> primary = ParseMetric(spec.primary_metric());
   if (!primary.ok()) return fail(absl::StrCat("spec.primary_metric: ", primary.status().message()));
   e.primary_metric = *primary;

@@ -267,23 +267,32 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       case v1::AgentMessage::kHello:
         return absl::InvalidArgumentError("Hello may only be the first message of a stream");
       case v1::AgentMessage::kInventory: {
-        if (absl::Status s = ValidateAdapters(message.inventory().adapters()); !s.ok()) {
+        const size_t max_adapters = deps_.registry->max_adapters_per_host();
+        if (absl::Status s = ValidateAdapters(message.inventory().adapters(), max_adapters);
+            !s.ok()) {
           return absl::InvalidArgumentError(absl::StrCat("inventory.", s.message()));
         }
+        absl::Status refused;
         deps_.registry->ReplaceAdapters(
             host_id_, stream_id_,
-            {message.inventory().adapters().begin(), message.inventory().adapters().end()}, now);
+            {message.inventory().adapters().begin(), message.inventory().adapters().end()}, now,
+            &refused);
+        if (!refused.ok()) return refused;
         RepushIfAssignmentsChanged(now);
         return absl::OkStatus();
       }
       case v1::AgentMessage::kAdapterUpdate: {
         const v1::AdapterUpdate& update = message.adapter_update();
-        if (absl::Status s = ValidateAdapterUpdate(update); !s.ok()) {
+        if (absl::Status s = ValidateAdapterUpdate(update, deps_.registry->max_adapters_per_host());
+            !s.ok()) {
           return absl::InvalidArgumentError(absl::StrCat("adapter_update.", s.message()));
         }
+        absl::Status refused;
         deps_.registry->UpdateAdapters(
             host_id_, stream_id_, {update.adapters().begin(), update.adapters().end()},
-            {update.removed_adapter_ids().begin(), update.removed_adapter_ids().end()}, now);
+            {update.removed_adapter_ids().begin(), update.removed_adapter_ids().end()}, now,
+            &refused);
+        if (!refused.ok()) return refused;
         RepushIfAssignmentsChanged(now);
         return absl::OkStatus();
       }

@@ -151,11 +151,12 @@ absl::StatusOr<v1::ListHostsResponse> FleetApi::ListHosts(
 
   const uint64_t latest = deps_.policies->snapshot()->bundle_version;
   v1::ListHostsResponse response;
+  PageFill page(*page_size);
   for (v1::Host& host : deps_.registry->ListHosts(absl::Now(), latest)) {
     if (!after->empty() && host.metadata().name() <= *after) continue;
     if (!labels->Matches(common::LabelsFromProto(host.metadata().labels()))) continue;
     if (!fields->Matches(host)) continue;
-    if (static_cast<size_t>(response.hosts_size()) == *page_size) {
+    if (!page.Add(host.ByteSizeLong())) {
       response.set_next_page_token(
           MakePageToken(query, response.hosts(response.hosts_size() - 1).metadata().name()));
       break;
@@ -198,11 +199,12 @@ absl::StatusOr<v1::ListAdaptersResponse> FleetApi::ListAdapters(
   }
 
   v1::ListAdaptersResponse response;
+  PageFill page(*page_size);
   for (v1::Adapter& adapter : deps_.registry->ListAdapters(request.include_gone())) {
     if (!after->empty() && key_of(adapter) <= after_key) continue;
     if (!labels->Matches(common::LabelsFromProto(adapter.metadata().labels()))) continue;
     if (!fields->Matches(AttributesOf(adapter))) continue;
-    if (static_cast<size_t>(response.adapters_size()) == *page_size) {
+    if (!page.Add(adapter.ByteSizeLong())) {
       const v1::Adapter& last = response.adapters(response.adapters_size() - 1);
       response.set_next_page_token(
           MakePageToken(query, absl::StrCat(last.host_id(), "\n", last.metadata().name())));
@@ -385,16 +387,17 @@ absl::StatusOr<v1::ListPoliciesResponse> FleetApi::ListPolicies(
   const std::map<std::string, v1::PolicyStatus> statuses =
       PolicyStatuses(*snapshot, deps_.registry->ListAdapters(false), experiments_);
   v1::ListPoliciesResponse response;
+  PageFill page(*page_size);
   for (auto it = snapshot->policies.upper_bound(*after); it != snapshot->policies.end(); ++it) {
     if (!labels->Matches(common::LabelsFromProto(it->second.metadata().labels()))) continue;
-    if (static_cast<size_t>(response.policies_size()) == *page_size) {
+    v1::Policy policy = it->second;
+    *policy.mutable_status() = statuses.at(it->first);
+    if (!page.Add(policy.ByteSizeLong())) {
       response.set_next_page_token(
           MakePageToken(query, response.policies(response.policies_size() - 1).metadata().name()));
       break;
     }
-    v1::Policy* policy = response.add_policies();
-    *policy = it->second;
-    *policy->mutable_status() = statuses.at(it->first);
+    *response.add_policies() = std::move(policy);
   }
   return response;
 }
@@ -482,7 +485,12 @@ absl::StatusOr<v1::ListEventsResponse> FleetApi::ListEvents(
   }
   bool more = false;
   v1::ListEventsResponse response;
+  PageFill page(*page_size);
   for (v1::Event& event : deps_.events->List(filter, after_version, *page_size, &more)) {
+    if (!page.Add(event.ByteSizeLong())) {
+      more = true;
+      break;
+    }
     *response.add_events() = std::move(event);
   }
   if (more && response.events_size() > 0) {

@@ -11,6 +11,8 @@
 #include "common/host_labels.h"
 #include "common/string_view_compat.h"
 #include "common/validation.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 
 namespace rxfleet::server {
 namespace {
@@ -24,6 +26,58 @@ absl::Status Invalid(std::string_view field, std::string_view message) {
 absl::Status CheckShort(std::string_view field, const std::string& value) {
   if (value.size() > kMaxShortStringLength) {
     return Invalid(field, absl::StrCat("longer than ", kMaxShortStringLength, " characters"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLength(const std::string& field, const std::string& value, size_t max) {
+  if (value.size() > max) {
+    return Invalid(field, absl::StrCat(value.size(), " characters; at most ", max));
+  }
+  return absl::OkStatus();
+}
+
+// Every string an agent reports about an adapter, and every list in it, has a bound; the walk
+// is by reflection so fields added to the proto later are bounded too.
+absl::Status CheckMessageBounds(const google::protobuf::Message& message, const std::string& path) {
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    const std::string field_path = absl::StrCat(path, ".", field->name());
+    const size_t max_length =
+        field->name() == "message" ? kMaxAgentTextLength : kMaxShortStringLength;
+    if (field->is_repeated()) {
+      const int count = reflection->FieldSize(message, field);
+      if (count > static_cast<int>(kMaxAdapterListEntries)) {
+        return Invalid(field_path,
+                       absl::StrCat(count, " entries; at most ", kMaxAdapterListEntries));
+      }
+      for (int i = 0; i < count; ++i) {
+        const std::string item_path = absl::StrCat(field_path, "[", i, "]");
+        if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+          std::string scratch;
+          const std::string& value =
+              reflection->GetRepeatedStringReference(message, field, i, &scratch);
+          if (absl::Status s = CheckLength(item_path, value, max_length); !s.ok()) return s;
+        } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+          if (absl::Status s =
+                  CheckMessageBounds(reflection->GetRepeatedMessage(message, field, i), item_path);
+              !s.ok()) {
+            return s;
+          }
+        }
+      }
+    } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+      std::string scratch;
+      const std::string& value = reflection->GetStringReference(message, field, &scratch);
+      if (absl::Status s = CheckLength(field_path, value, max_length); !s.ok()) return s;
+    } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (absl::Status s = CheckMessageBounds(reflection->GetMessage(message, field), field_path);
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -101,10 +155,12 @@ absl::Status ValidateHello(const v1::Hello& hello) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateAdapters(const google::protobuf::RepeatedPtrField<v1::Adapter>& adapters) {
-  if (adapters.size() > static_cast<int>(kMaxAdaptersPerHost)) {
-    return Invalid("adapters", absl::StrCat(adapters.size(), " adapters; at most ",
-                                            kMaxAdaptersPerHost, " per host"));
+absl::Status ValidateAdapters(const google::protobuf::RepeatedPtrField<v1::Adapter>& adapters,
+                              size_t max_adapters) {
+  if (adapters.size() > static_cast<int>(max_adapters)) {
+    return Invalid("adapters",
+                   absl::StrCat(adapters.size(), " adapters; at most ", max_adapters,
+                                " adapters per host (rxfleet-server --max-adapters-per-host)"));
   }
   std::set<std::string_view> seen;
   for (int i = 0; i < adapters.size(); ++i) {
@@ -118,14 +174,20 @@ absl::Status ValidateAdapters(const google::protobuf::RepeatedPtrField<v1::Adapt
       return Invalid(absl::StrCat("adapters[", i, "].metadata.name"),
                      absl::StrCat("adapter id '", id, "' appears twice"));
     }
+    const std::string path = absl::StrCat("adapters[", i, "]");
+    if (const size_t bytes = adapters[i].ByteSizeLong(); bytes > kMaxAdapterBytes) {
+      return Invalid(path,
+                     absl::StrCat(bytes, " bytes; at most ", kMaxAdapterBytes, " per adapter"));
+    }
+    if (absl::Status s = CheckMessageBounds(adapters[i], path); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateAdapterUpdate(const v1::AdapterUpdate& update) {
-  if (absl::Status s = ValidateAdapters(update.adapters()); !s.ok()) return s;
-  if (update.removed_adapter_ids_size() > static_cast<int>(kMaxAdaptersPerHost)) {
-    return Invalid("removed_adapter_ids", absl::StrCat("more than ", kMaxAdaptersPerHost, " ids"));
+absl::Status ValidateAdapterUpdate(const v1::AdapterUpdate& update, size_t max_adapters) {
+  if (absl::Status s = ValidateAdapters(update.adapters(), max_adapters); !s.ok()) return s;
+  if (update.removed_adapter_ids_size() > static_cast<int>(max_adapters)) {
+    return Invalid("removed_adapter_ids", absl::StrCat("more than ", max_adapters, " ids"));
   }
   for (int i = 0; i < update.removed_adapter_ids_size(); ++i) {
     if (absl::Status s = CheckField(absl::StrCat("removed_adapter_ids[", i, "]"),

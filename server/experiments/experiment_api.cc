@@ -210,13 +210,15 @@ absl::StatusOr<v1::ListExperimentsResponse> ExperimentController::ListExperiment
             [](const auto& a, const auto& b) { return a.first > b.first; });
   v1::ListExperimentsResponse response;
   std::string last_key;
+  PageFill page(*page_size);
   for (const auto& [key, entry] : ordered) {
     if (!after->empty() && key >= *after) continue;
-    if (static_cast<size_t>(response.experiments_size()) == *page_size) {
+    v1::Experiment experiment = View(*entry);
+    if (!page.Add(experiment.ByteSizeLong())) {
       response.set_next_page_token(MakePageToken(query, last_key));
       break;
     }
-    *response.add_experiments() = View(*entry);
+    *response.add_experiments() = std::move(experiment);
     last_key = key;
   }
   return response;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/proto/checked_duration.h"
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
@@ -81,7 +82,10 @@ absl::Status ExperimentController::AcceptWindow(std::string_view host_id,
         "metric_window.window_start_time and window_duration: required"));
   }
   const absl::Time start = TimeFromProto(window.window_start_time());
-  const absl::Duration duration = common::DurationFromProto(window.window_duration());
+  absl::StatusOr<absl::Duration> checked =
+      common::CheckedDurationFromProto(window.window_duration(), "metric_window.window_duration");
+  if (!checked.ok()) return reject(checked.status());
+  const absl::Duration duration = *checked;
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(window.experiment());
   if (it == entries_.end()) {

@@ -8,6 +8,7 @@
 #include "CivetServer.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -70,13 +71,30 @@ std::string SanitiseLabelName(const std::string& key) {
   return out;
 }
 
+// Labels Prometheus or rxfleet set themselves; a host label must not override them.
+bool IsReservedLabel(const std::string& name) {
+  return name == "job" || name == "instance" || name == "host" || absl::StartsWith(name, "__");
+}
+
 }  // namespace
 
-std::string ServiceDiscoveryJson(const std::vector<Registry::MetricsTarget>& targets) {
+std::string ServiceDiscoveryJson(const std::vector<Registry::MetricsTarget>& targets,
+                                 const SdTargetPolicy& policy, std::vector<std::string>* refused) {
   nlohmann::json groups = nlohmann::json::array();
   for (const Registry::MetricsTarget& target : targets) {
+    if (absl::Status allowed = CheckSdTarget(target.address, target.peer_address, policy);
+        !allowed.ok()) {
+      if (refused != nullptr) {
+        refused->push_back(absl::StrCat("host ", target.host_id, ": ", allowed.message()));
+      }
+      continue;
+    }
     nlohmann::json labels = nlohmann::json::object();
-    for (const auto& [key, value] : target.labels) labels[SanitiseLabelName(key)] = value;
+    for (const auto& [key, value] : target.labels) {
+      const std::string name = SanitiseLabelName(key);
+      if (IsReservedLabel(name)) continue;
+      labels[name] = value;
+    }
     labels["host"] = target.host_id;
     labels["__meta_rxfleet_connected"] = target.connected ? "true" : "false";
     labels["__meta_rxfleet_stale"] = target.stale ? "true" : "false";

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/registry.h"
+#include "server/http/sd_target.h"
 #include "server/registry/registry.h"
 
 namespace prometheus {
@@ -33,7 +34,13 @@ inline constexpr int kHttpRequestTimeoutMs = 5000;
 /// per target, every host label (names sanitised to Prometheus label syntax: characters
 /// outside [a-zA-Z0-9_] become '_', a leading digit gets a '_' prefix), `host` = host id, and
 /// `__meta_rxfleet_connected` / `__meta_rxfleet_stale` ("true"/"false") for relabelling.
-std::string ServiceDiscoveryJson(const std::vector<Registry::MetricsTarget>& targets);
+/// Reserved label names are never taken from host labels: `job`, `instance`, `host` and every
+/// name starting with `__` (Prometheus reads `__address__`, `__scheme__`, `__metrics_path__`
+/// and `__param_*` from service discovery). Targets that CheckSdTarget refuses under `policy`
+/// are left out; each is described in `*refused` (if given) as "host H: reason".
+std::string ServiceDiscoveryJson(const std::vector<Registry::MetricsTarget>& targets,
+                                 const SdTargetPolicy& policy = {},
+                                 std::vector<std::string>* refused = nullptr);
 
 struct HttpServerOptions {
   /// HOST:PORT or [IPv6]:PORT; port 0 = any free port (tests).

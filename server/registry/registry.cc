@@ -3,6 +3,7 @@
 #include "server/registry/registry.h"
 
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -18,6 +19,12 @@ namespace {
 using common::TimeFromProto;
 using common::TimeToProto;
 using common::ToAbslView;
+
+absl::Status TooManyAdapters(std::string_view host_id, size_t count, size_t max) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "host ", ToAbslView(host_id), " would have ", count, " adapters; at most ", max,
+      " adapters per host (rxfleet-server --max-adapters-per-host); nothing was changed"));
+}
 
 void SetCondition(v1::HostStatus* status, std::string_view type, bool value,
                   std::string_view reason, std::string_view message, absl::Time since) {
@@ -276,12 +283,21 @@ void Registry::PutAdapter(Entry& entry, v1::Adapter adapter, absl::Time now) {
 }
 
 bool Registry::ReplaceAdapters(std::string_view host_id, uint64_t stream,
-                               const std::vector<v1::Adapter>& adapters, absl::Time now) {
+                               const std::vector<v1::Adapter>& adapters, absl::Time now,
+                               absl::Status* refused) {
   std::vector<v1::Event> events;
   {
     absl::MutexLock lock(&mu_);
     Entry* entry = Current(host_id, stream);
     if (entry == nullptr) return false;
+    std::set<std::string_view> ids;
+    for (const v1::Adapter& adapter : adapters) ids.insert(adapter.metadata().name());
+    if (ids.size() > options_.max_adapters_per_host) {
+      if (refused != nullptr) {
+        *refused = TooManyAdapters(host_id, ids.size(), options_.max_adapters_per_host);
+      }
+      return false;
+    }
     std::map<std::string, v1::Adapter> previous = std::move(entry->adapters);
     entry->adapters.clear();
     for (const v1::Adapter& adapter : adapters) {
@@ -301,12 +317,30 @@ bool Registry::ReplaceAdapters(std::string_view host_id, uint64_t stream,
 
 bool Registry::UpdateAdapters(std::string_view host_id, uint64_t stream,
                               const std::vector<v1::Adapter>& changed,
-                              const std::vector<std::string>& removed, absl::Time now) {
+                              const std::vector<std::string>& removed, absl::Time now,
+                              absl::Status* refused) {
   std::vector<v1::Event> events;
   {
     absl::MutexLock lock(&mu_);
     Entry* entry = Current(host_id, stream);
     if (entry == nullptr) return false;
+    // The count after the update (upserts, then removals, as below).
+    const std::set<std::string_view> gone(removed.begin(), removed.end());
+    size_t after = 0;
+    for (const auto& [id, adapter] : entry->adapters) after += gone.count(id) == 0 ? 1 : 0;
+    std::set<std::string_view> added;
+    for (const v1::Adapter& adapter : changed) {
+      const std::string& id = adapter.metadata().name();
+      if (entry->adapters.count(id) == 0 && gone.count(id) == 0 && added.insert(id).second) {
+        ++after;
+      }
+    }
+    if (after > options_.max_adapters_per_host) {
+      if (refused != nullptr) {
+        *refused = TooManyAdapters(host_id, after, options_.max_adapters_per_host);
+      }
+      return false;
+    }
     for (const v1::Adapter& adapter : changed) {
       auto old = entry->adapters.find(adapter.metadata().name());
       if (old != entry->adapters.end()) {
@@ -497,6 +531,7 @@ std::vector<Registry::MetricsTarget> Registry::MetricsTargets(absl::Time now) co
     MetricsTarget target;
     target.host_id = id;
     target.address = status.metrics_address();
+    target.peer_address = status.peer_address();
     target.labels = {entry.host.metadata().labels().begin(), entry.host.metadata().labels().end()};
     target.connected = status.connected();
     target.stale = IsStale(entry, now);

@@ -28,6 +28,10 @@ struct RegistryOptions {
   /// inventory, update and NACK, after the registry's lock is released; e.g. EventLog::Record.
   /// Unset: no adapter events.
   std::function<void(v1::Event, absl::Time)> on_adapter_event;
+  /// Adapters one host may have (GONE ones included), across inventories and updates: an
+  /// update or inventory that would leave more is refused whole (rxfleet-server
+  /// --max-adapters-per-host). >= 1.
+  size_t max_adapters_per_host = 256;
 };
 
 /// The events an agent's new report of one adapter implies, compared with its previous
@@ -72,14 +76,22 @@ class Registry {
   /// A message arrived: moves last_seen.
   bool Touch(std::string_view host_id, uint64_t stream, absl::Time now);
 
-  /// A full inventory: replaces every adapter of the host.
+  /// A full inventory: replaces every adapter of the host. More than max_adapters_per_host
+  /// adapters: nothing changes, returns false and sets `*refused` (if given) to
+  /// InvalidArgument saying so.
   bool ReplaceAdapters(std::string_view host_id, uint64_t stream,
-                       const std::vector<v1::Adapter>& adapters, absl::Time now);
+                       const std::vector<v1::Adapter>& adapters, absl::Time now,
+                       absl::Status* refused = nullptr);
 
-  /// An update: upserts `changed` (complete adapters) and removes `removed` ids.
+  /// An update: upserts `changed` (complete adapters) and removes `removed` ids. If the host
+  /// would then have more than max_adapters_per_host adapters, nothing changes, returns false
+  /// and sets `*refused` (if given) to InvalidArgument naming the count and the bound.
   bool UpdateAdapters(std::string_view host_id, uint64_t stream,
                       const std::vector<v1::Adapter>& changed,
-                      const std::vector<std::string>& removed, absl::Time now);
+                      const std::vector<std::string>& removed, absl::Time now,
+                      absl::Status* refused = nullptr);
+
+  size_t max_adapters_per_host() const { return options_.max_adapters_per_host; }
 
   /// A bundle of `version` was written to the stream (kept in memory only).
   bool RecordSent(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
@@ -113,7 +125,8 @@ class Registry {
   /// A Prometheus scrape target: an agent's metrics endpoint.
   struct MetricsTarget {
     std::string host_id;
-    std::string address;  ///< Hello.metrics_address, never empty
+    std::string address;       ///< Hello.metrics_address, never empty
+    std::string peer_address;  ///< gRPC peer of the host's last stream ("ipv4:10.0.0.5:51234")
     std::map<std::string, std::string> labels;
     bool connected = false;
     bool stale = false;

@@ -332,6 +332,65 @@ TEST(AppTest, WatchEndsCleanlyWhenStopped) {
   EXPECT_EQ(h.out(), "-  Normal  Connected  host/pi1\n");
 }
 
+// An agent's strings (chip, product, diagnoses, conditions, NACK details, event messages) and
+// names in error messages reached the terminal raw: an escape sequence could clear the screen,
+// recolour text or retitle the window. Every line rxfleetctl prints passes one sanitiser.
+TEST(AppTest, AgentTextCannotDriveTheTerminal) {
+  const std::string hostile =
+      "\x1b[2J\x1b]0;owned\x07\xc2\x9b"
+      "31mFAKE\r";
+  v1::Adapter adapter;
+  adapter.mutable_metadata()->set_name("port-2-2");
+  adapter.set_host_id("pi1");
+  adapter.mutable_status()->set_chip("rtl8922au" + hostile);
+  adapter.mutable_status()->set_product("Wi-Fi" + hostile);
+  adapter.mutable_status()->set_state(v1::ADAPTER_STATE_APPLIED);
+  v1::Diagnosis* diagnosis = adapter.mutable_status()->add_diagnoses();
+  diagnosis->set_code("note");
+  diagnosis->set_message("diagnosis" + hostile);
+  v1::Condition* condition = adapter.mutable_status()->add_conditions();
+  condition->set_type("Applied");
+  condition->set_message("condition" + hostile);
+  v1::Host host;
+  host.mutable_metadata()->set_name("pi1");
+  host.mutable_status()->mutable_last_nack()->set_error_detail("nack" + hostile);
+  v1::Event event;
+  event.set_type(v1::EVENT_TYPE_WARNING);
+  event.set_reason("BundleNacked");
+  event.set_message("rejected" + hostile);
+  event.mutable_involved_object()->set_kind("Host");
+  event.mutable_involved_object()->set_name("pi1");
+  Harness h;
+  h.expect = [&](StrictMock<MockFleetClient>& m) {
+    v1::ListAdaptersResponse adapters;
+    *adapters.add_adapters() = adapter;
+    v1::ListEventsResponse events;
+    *events.add_events() = event;
+    EXPECT_CALL(m, ListAdapters(_)).WillRepeatedly(Return(adapters));
+    EXPECT_CALL(m, GetHost(_)).WillRepeatedly(Return(host));
+    EXPECT_CALL(m, ListEvents(_)).WillRepeatedly(Return(events));
+    EXPECT_CALL(m, GetPolicy(_))
+        .WillRepeatedly(Return(absl::NotFoundError("policy 'x" + hostile + "' not found")));
+  };
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"get", "adapters", "-o", "wide"},
+                                             {"describe", "host", "pi1"},
+                                             {"get", "events"},
+                                             {"get", "policy", "x"}}) {
+    SCOPED_TRACE(absl::StrJoin(args, " "));
+    h.Run(args);
+    const std::string printed = h.out() + h.err();
+    EXPECT_THAT(printed, HasSubstr("\\u001b[2J"));
+    for (const char* raw : {"\x1b", "\x07", "\r", "\xc2\x9b"}) {
+      EXPECT_THAT(printed, Not(HasSubstr(raw))) << printed;
+    }
+  }
+  // JSON stays data: the same bytes come back when it is parsed.
+  EXPECT_EQ(h.Run({"get", "adapters", "-o", "json"}), 0);
+  EXPECT_THAT(h.out(), Not(HasSubstr("\x1b")));
+  EXPECT_THAT(h.out(), HasSubstr("\\u001b"));
+}
+
 TEST(AppTest, LocalStatusWithoutAgentIsAClearError) {
   Harness h;
   rxfleet::testing::TempDir dir("rxfleetctl-local");

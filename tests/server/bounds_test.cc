@@ -281,9 +281,10 @@ TEST(HttpBoundsTest, TwoIdleConnectionsDoNotStopAScrape) {
   const int port = server->server().http_port();
   ASSERT_GT(port, 0);
   std::vector<int> idle;
-  for (int i = 0; i < 2; ++i) idle.push_back(ConnectLoopback(port));
+  for (int i = 0; i < 4; ++i) idle.push_back(ConnectLoopback(port));
   for (int fd : idle) ASSERT_GE(fd, 0);
   EXPECT_THAT(HttpGet(port, "/metrics"), HasSubstr("rxfleet_server_streams_opened_total"));
+  EXPECT_THAT(HttpGet(port, "/sd/agents"), HasSubstr("200"));
   EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200"));
   for (int fd : idle) ::close(fd);
 }

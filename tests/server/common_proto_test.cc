@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/proto/checked_duration.h"
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
 
@@ -170,6 +171,26 @@ TEST(CommonProtoTest, TimesRoundTrip) {
   const google::protobuf::Duration d = DurationToProto(absl::Milliseconds(-1500));
   EXPECT_EQ(d.seconds(), -1);
   EXPECT_EQ(d.nanos(), -500000000);
+}
+
+TEST(TimeProtoTest, CheckedDurationsRefuseWhatIsNotADuration) {
+  google::protobuf::Duration d;
+  d.set_seconds(-1);
+  d.set_nanos(-500000000);
+  EXPECT_EQ(*CheckedDurationFromProto(d, "x"), absl::Milliseconds(-1500));
+  d.set_seconds(0);
+  d.set_nanos(-5);
+  EXPECT_EQ(*CheckedDurationFromProto(d, "x"), absl::Nanoseconds(-5));
+  d.set_seconds(1);
+  d.set_nanos(-500000000);
+  EXPECT_EQ(CheckedDurationFromProto(d, "window").status().message(),
+            "window: seconds 1 and nanos -500000000 have different signs");
+  d.set_seconds(315576000001);
+  d.set_nanos(0);
+  EXPECT_FALSE(CheckedDurationFromProto(d, "x").ok());
+  d.set_seconds(0);
+  d.set_nanos(-1000000000);
+  EXPECT_FALSE(CheckedDurationFromProto(d, "x").ok());
 }
 
 }  // namespace

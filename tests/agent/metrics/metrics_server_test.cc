@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -116,6 +117,33 @@ TEST(MetricsServerTest, ServesMetricsAndHealthOnAnEphemeralPort) {
   absl::StatusOr<HttpResponse> missing = HttpGet(server->port(), "/nope");
   ASSERT_TRUE(missing.ok()) << missing.status();
   EXPECT_EQ(missing->status, 404);
+}
+
+// civetweb ran with 2 workers and a 30 s request timeout: two TCP connections that never send
+// a request held both, and Prometheus' scrape timed out for as long as they were renewed.
+TEST(MetricsServerTest, IdleConnectionsDoNotStopAScrape) {
+  PopulatedRegistry populated;
+  std::unique_ptr<MetricsServer> server = StartOnAnyPort(populated.registry());
+  ASSERT_NE(server, nullptr);
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  absl::StatusOr<HttpResponse> metrics = HttpGet(server->port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_THAT(metrics->body, HasSubstr("rxfleet_adapter_info"));
+  absl::StatusOr<HttpResponse> health = HttpGet(server->port(), "/healthz");
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health->status, 200);
+  for (int fd : idle) ::close(fd);
 }
 
 TEST(MetricsServerTest, PromtoolAcceptsTheExposition) {

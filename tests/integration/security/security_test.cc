@@ -354,6 +354,45 @@ TEST_F(SecurityTest, HelloMustMatchTheCertificateHost) {
   EXPECT_THAT(hosts.stdout_text, Not(HasSubstr("host-b")));
 }
 
+// docs/SECURITY.md: an agent's identity is its certificate's CN or a DNS SAN. gRPC's
+// x509_subject_alternative_name property also holds URI, email and IP SANs, so a certificate
+// with the IP SAN 10.1.2.3 or the URI SAN uri-host used to speak for hosts of those names.
+TEST_F(SecurityTest, OnlyTheCommonNameAndDnsSansAreHostIdentities) {
+  const std::string key = Tls("agent-multi.key");
+  const std::string csr = Tls("agent-multi.csr");
+  const std::string ext = Tls("agent-multi.ext");
+  ASSERT_TRUE(WriteTextFile(ext,
+                            "basicConstraints=critical,CA:FALSE\n"
+                            "keyUsage=critical,digitalSignature\n"
+                            "extendedKeyUsage=clientAuth\n"
+                            "subjectAltName=DNS:dns-host,IP:10.1.2.3,URI:uri-host,"
+                            "email:mail-host@example.net\n")
+                  .ok());
+  for (std::vector<std::string> argv :
+       {std::vector<std::string>{"openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                                 "ec_paramgen_curve:P-256", "-out", key},
+        {"openssl", "req", "-new", "-key", key, "-subj", "/O=rxfleet/CN=cn-host", "-out", csr},
+        {"openssl", "x509", "-req", "-in", csr, "-CA", Tls("ca.crt"), "-CAkey", Tls("ca.key"),
+         "-CAcreateserial", "-days", "1", "-sha256", "-extfile", ext, "-out",
+         Tls("agent-multi.crt")}}) {
+    ProcessResult r = RunProcess(argv, kCall);
+    ASSERT_EQ(r.exit_code, 0) << argv[1] << ": " << r.stderr_text;
+  }
+  for (const char* claimed : {"10.1.2.3", "uri-host"}) {
+    SCOPED_TRACE(claimed);
+    bool config = false;
+    grpc::Status status = Hello(Channel("multi"), claimed, &config);
+    EXPECT_FALSE(config);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  }
+  for (const char* claimed : {"cn-host", "dns-host"}) {
+    SCOPED_TRACE(claimed);
+    bool config = false;
+    Hello(Channel("multi"), claimed, &config);
+    EXPECT_TRUE(config);
+  }
+}
+
 TEST_F(SecurityTest, RolesTokensAndAudit) {
   const std::string viewer = NewToken("watcher", "viewer");
   const std::string ops = NewToken("ops", "operator");

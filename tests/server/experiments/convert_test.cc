@@ -82,6 +82,29 @@ TEST(ExperimentProtoTest, FromProtoErrors) {
   EXPECT_EQ(e->window_length, absl::Seconds(60));
 }
 
+// A Duration whose seconds and nanos have different signs is not a valid Duration; it used to
+// be folded into another value ({3600 s, -1 ns} became 3599.999999999 s).
+TEST(ExperimentProtoTest, MixedSignDurationsAreRefused) {
+  const v1::Experiment good = ExperimentToProto(MustParseExperiment(testing::kSwitchbackFleet));
+  v1::Experiment bad = good;
+  bad.mutable_spec()->mutable_duration()->set_seconds(3600);
+  bad.mutable_spec()->mutable_duration()->set_nanos(-1);
+  absl::StatusOr<Experiment> e = ExperimentFromProto(bad, "server");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("spec.duration: seconds 3600 and nanos -1 have different signs"));
+  bad = good;
+  bad.mutable_spec()->mutable_burn_in()->set_seconds(-1);
+  bad.mutable_spec()->mutable_burn_in()->set_nanos(500000000);
+  EXPECT_THAT(ExperimentFromProto(bad, "server").status().message(),
+              HasSubstr("spec.burn_in: seconds -1 and nanos 500000000 have different signs"));
+  bad = good;
+  bad.mutable_spec()->mutable_period_length()->set_nanos(1000000000);
+  EXPECT_THAT(ExperimentFromProto(bad, "server").status().message(),
+              HasSubstr("spec.period_length: nanos 1000000000 is outside"));
+}
+
 TEST(AssignmentProtoTest, CarriesArmSettingsAndPeriod) {
   const Experiment e = MustParseExperiment(testing::kSwitchbackFleet);
   const Assigner assigner = MustAssigner(e);
