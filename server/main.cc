@@ -31,14 +31,16 @@ constexpr int kExitUsage = 2;
 // Grace for running calls at SIGTERM before they are cancelled.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
-// A CLI11 validator for absl durations ("300ms", "5m", "1h30m").
-CLI::Validator DurationValidator() {
+// A CLI11 validator for absl durations ("300ms", "5m", "1h30m") of at least `min`.
+CLI::Validator DurationValidator(absl::Duration min = absl::ZeroDuration()) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [min](std::string& text) -> std::string {
         absl::Duration d;
-        if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
+        if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() ||
+            d == absl::InfiniteDuration()) {
           return "must be a duration like 100ms, 30s or 5m";
         }
+        if (d < min) return absl::StrCat("must be at least ", absl::FormatDuration(min));
         return "";
       },
       "DURATION");
@@ -168,9 +170,9 @@ int main(int argc, char** argv) {
       ->type_name("HOST:PORT|none");
   app.add_option("--stale-after", stale_after,
                  "mark a host stale after this long without messages or without ACKing a "
-                 "bundle sent to it")
+                 "bundle sent to it (at least 1s)")
       ->default_val(stale_after)
-      ->check(DurationValidator());
+      ->check(DurationValidator(absl::Seconds(1)));
   app.add_option("--push-debounce", push_debounce,
                  "push policy changes made within this window after the first one together "
                  "(0..10s)")
@@ -183,9 +185,10 @@ int main(int argc, char** argv) {
       ->check(DurationValidator());
   std::string audit_retention = "8760h";
   app.add_option("--audit-retention", audit_retention,
-                 "keep audit events this long (never dropped for the volume of other events)")
+                 "keep audit events this long (never dropped for the volume of other events; "
+                 "at least 1h)")
       ->default_val(audit_retention)
-      ->check(DurationValidator());
+      ->check(DurationValidator(absl::Hours(1)));
   app.add_option("--max-concurrent-streams", options.max_concurrent_streams,
                  "gRPC streams one client connection may have open at once")
       ->default_val(options.max_concurrent_streams)
