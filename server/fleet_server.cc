@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -39,6 +42,21 @@ namespace rxfleet::server {
 namespace {
 
 constexpr size_t kApiBacklog = 1024;
+
+// Removes the server reflection plugin from one builder (--no-reflection).
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
+                         return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(
+                                    plugin.get()) != nullptr;
+                       }),
+        plugins->end());
+  }
+};
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, const char* what) {
   if (path.empty()) {
@@ -231,11 +249,13 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                          s.auth_.get(), s.tokens_.get(), s.experiments_.get());
 
   // grpc.health.v1.Health (Check and Watch) for load balancers and probes, answered by gRPC
-  // itself: no token is asked for (docs/SECURITY.md). Both settings are process-wide and must
-  // precede the builder.
+  // itself: no token is asked for (docs/SECURITY.md). Process-wide; must precede the builder.
   grpc::EnableDefaultHealthCheckService(true);
-  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Reflection is a builder plugin registered process-wide once the library is linked; a
+  // server without it drops the plugin from its own builder.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   if (options.max_connection_age > absl::ZeroDuration()) {
     builder.AddChannelArgument(
         GRPC_ARG_MAX_CONNECTION_AGE_MS,

@@ -113,8 +113,8 @@ struct FleetServerOptions {
   /// new connections and streams are refused instead of growing the process.
   size_t grpc_memory_bytes = size_t{512} << 20;
   /// gRPC server reflection (grpc.reflection.v1alpha.ServerReflection): lists the services and
-  /// serves their public schema, without a token (docs/SECURITY.md). The plugin is registered
-  /// process-wide, so once one server of a process enables it, later ones have it too.
+  /// serves their public schema, without a token (docs/SECURITY.md). False: not served
+  /// (UNIMPLEMENTED), --no-reflection.
   bool reflection = true;
   /// GRPC_ARG_MAX_CONNECTION_AGE_MS: a connection older than this is sent GOAWAY, so streams
   /// spread over the replicas behind a TCP load balancer as they reconnect; gRPC varies it by

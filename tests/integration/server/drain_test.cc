@@ -305,7 +305,8 @@ absl::StatusOr<grpc::reflection::v1alpha::ServerReflectionResponse> Reflect(
   grpc::reflection::v1alpha::ServerReflectionResponse response;
   const bool answered = stream->Write(request) && stream->Read(&response);
   stream->WritesDone();
-  while (stream->Read(&response) && !answered) {
+  grpc::reflection::v1alpha::ServerReflectionResponse rest;
+  while (stream->Read(&rest)) {
   }
   const grpc::Status status = stream->Finish();
   if (!answered || !status.ok()) {
