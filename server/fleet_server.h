@@ -125,9 +125,9 @@ struct FleetServerOptions {
   absl::Duration max_connection_age_grace = absl::Seconds(30);
 };
 
-/// Bounds of FleetServerOptions::max_connection_age (below 10 s agents would mostly reconnect;
-/// gRPC takes at most INT_MAX ms, about 24.8 days).
-inline constexpr absl::Duration kMinConnectionAge = absl::Seconds(10);
+/// Bounds of FleetServerOptions::max_connection_age (gRPC takes at most INT_MAX ms, about 24.8
+/// days; ages of seconds only make sense in tests, production uses tens of minutes).
+inline constexpr absl::Duration kMinConnectionAge = absl::Seconds(1);
 inline constexpr absl::Duration kMaxConnectionAge = absl::Hours(24 * 24);
 
 class FleetServer {

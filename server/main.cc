@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   std::string max_connection_age = "0s";
   app.add_option("--max-connection-age", max_connection_age,
                  "send GOAWAY to connections older than this (+/-10% jitter), so agent streams "
-                 "rebalance across replicas behind a TCP load balancer; 0 = off, else 10s..576h")
+                 "rebalance across replicas behind a TCP load balancer; 0 = off, else 1s..576h")
       ->default_val(max_connection_age)
       ->check(DurationValidator());
   std::string max_connection_age_grace = "30s";

@@ -426,5 +426,52 @@ TEST(DrainTest, SigtermEndsAgentStreamsWithRetryDelayAndAgentsConvergeAfterResta
   server.child().Terminate(absl::Seconds(20));
 }
 
+TEST(DrainTest, MaxConnectionAgeEndsOldConnectionsAndAgentsReconnect) {
+  TempDir dir("rxfleet-age");
+  ServerProcess server(dir, {"--max-connection-age", "1s", "--max-connection-age-grace", "1s"});
+  ASSERT_TRUE(server.Start());
+  absl::StatusOr<uint64_t> version = ApplyHoldPolicy(server.address(), "hold-64", 64);
+  ASSERT_TRUE(version.ok()) << version.status();
+  ProtocolAgent agent(server.address(), "host-aged");
+  agent.Start();
+  // GOAWAY after about 1 s, then the stream still open at the end of the grace is cut.
+  auto ended = agent.WaitEnded(absl::Seconds(30));
+  ASSERT_TRUE(ended.has_value()) << "the stream outlived the connection age\n" << server.log();
+  EXPECT_EQ(ended->first.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << ended->first.error_message();
+  EXPECT_EQ(agent.acked(), *version);
+  // A new connection is served as before.
+  ProtocolAgent again(server.address(), "host-aged", *version);
+  again.Start();
+  EXPECT_TRUE(WaitFor([&] { return again.acked() == *version; })) << server.log();
+}
+
+TEST(DrainTest, OutOfRangeDrainAndAgeFlagsStopTheStartWithUsageErrors) {
+  TempDir dir("rxfleet-flags");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--max-connection-age", "500ms"}, "max-connection-age 500ms is out of range"},
+      {{"--max-connection-age", "1000h"}, "max-connection-age 1000h is out of range"},
+      {{"--max-connection-age", "30m", "--max-connection-age-grace", "1000h"},
+       "max-connection-age-grace 1000h is out of range"},
+      {{"--drain-timeout", "11m"}, "--drain-timeout 11m is out of range 0..10m"},
+      {{"--drain-timeout", "soon"}, "must be a duration"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> argv = {BinaryPath("server/rxfleet-server"),
+                                     "--insecure",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--db",
+                                     dir.File("server.db"),
+                                     "--http-listen",
+                                     "none"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const ::rxfleet::testing::ProcessResult result =
+        ::rxfleet::testing::RunProcess(argv, absl::Seconds(30));
+    EXPECT_EQ(result.exit_code, 2) << flags[1] << ": " << result.stderr_text;
+    EXPECT_THAT(result.stderr_text, ::testing::HasSubstr(message)) << flags[1];
+  }
+}
+
 }  // namespace
 }  // namespace rxfleet
