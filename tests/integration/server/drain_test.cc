@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -423,6 +424,75 @@ TEST(DrainTest, SigtermEndsAgentStreamsWithRetryDelayAndAgentsConvergeAfterResta
   absl::StatusOr<uint64_t> next = ApplyHoldPolicy(server.address(), "hold-96", 96);
   ASSERT_TRUE(next.ok()) << next.status();
   ASSERT_TRUE(WaitFor([&] { return AllConnected(again, *next); })) << server.log();
+  server.child().Terminate(absl::Seconds(20));
+}
+
+// The real agent under the emulator: its stream ends with the drain's status, it reconnects by
+// itself to the server restarted on the same port and ACKs the bundle again.
+TEST(DrainTest, RealAgentReconnectsAfterTheDrainAndConverges) {
+  TempDir dir("rxfleet-drain-agent");
+  ServerProcess server(dir, {"--drain-timeout", "2s"});
+  ASSERT_TRUE(server.Start());
+  absl::StatusOr<uint64_t> version = ApplyHoldPolicy(server.address(), "hold-64", 64);
+  ASSERT_TRUE(version.ok()) << version.status();
+  const std::filesystem::path agent_dir = dir.path() / "agent";
+  std::filesystem::create_directories(agent_dir / "tmp");
+  absl::StatusOr<std::unique_ptr<ChildProcess>> agent =
+      ChildProcess::Start({::rxfleet::testing::EmulatorPath(),
+                           "--lab",
+                           ::rxfleet::testing::LabPath("rtl8922au-superspeed"),
+                           "--state-out",
+                           (agent_dir / "state.json").string(),
+                           "--timeout",
+                           "600",
+                           "--",
+                           BinaryPath("agent/rxfleet-agent"),
+                           "--standalone",
+                           "--server",
+                           server.address(),
+                           "--insecure",
+                           "--host-id",
+                           "pi5-drain",
+                           "--label",
+                           "board=pi5",
+                           "--state-dir",
+                           (agent_dir / "state").string(),
+                           "--policy-file",
+                           (agent_dir / "policies.d").string(),
+                           "--status-socket",
+                           "none",
+                           "--metrics-address",
+                           "none",
+                           "--reconcile-period",
+                           "200ms"},
+                          {"TMPDIR=" + (agent_dir / "tmp").string()});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  const auto acked = [&](uint64_t want) {
+    std::optional<v1::Host> host = GetHost(server.address(), "pi5-drain");
+    return host.has_value() && host->status().connected() &&
+           host->status().last_acked_version() == want;
+  };
+  ASSERT_TRUE(WaitFor([&] { return acked(*version); }, absl::Seconds(60)))
+      << (*agent)->Text(Stream::kStderr);
+
+  ASSERT_TRUE(server.child().Signal(SIGTERM));
+  EXPECT_TRUE(
+      (*agent)
+          ->WaitForLineContaining(Stream::kStderr, "server draining; reconnect", absl::Seconds(30))
+          .ok())
+      << (*agent)->Text(Stream::kStderr);
+  absl::StatusOr<int> exit_code = server.child().Wait(absl::Seconds(30));
+  ASSERT_TRUE(exit_code.ok()) << server.log();
+  EXPECT_EQ(*exit_code, 0) << server.log();
+
+  ASSERT_TRUE(server.Start());
+  ASSERT_TRUE(WaitFor([&] { return acked(*version); }, absl::Seconds(90)))
+      << (*agent)->Text(Stream::kStderr);
+  absl::StatusOr<uint64_t> next = ApplyHoldPolicy(server.address(), "hold-64", 96);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(WaitFor([&] { return acked(*next); }, absl::Seconds(60)))
+      << (*agent)->Text(Stream::kStderr);
+  (*agent)->Terminate(absl::Seconds(15));
   server.child().Terminate(absl::Seconds(20));
 }
 
