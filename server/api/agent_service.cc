@@ -15,6 +15,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
@@ -48,6 +49,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
               std::vector<std::string> identities, std::string peer_address)
       : service_(service),
         deps_(service->deps_),
+        context_(context),
         peer_(context->peer()),
         peer_address_(std::move(peer_address)),
         identities_(std::move(identities)) {}
@@ -108,6 +110,15 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void End(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
     RequestFinishLocked(status);
+  }
+
+  // The server drains: ends the stream with UNAVAILABLE and a reconnect delay for the agent.
+  void EndDraining(int64_t retry_after_ms) {
+    absl::MutexLock lock(&mu_);
+    if (gate_.finishing()) return;
+    // Read by gRPC only at Finish, which runs under mu_ too.
+    context_->AddTrailingMetadata(kRetryAfterMetadataKey, absl::StrCat(retry_after_ms));
+    RequestFinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server draining; reconnect"));
   }
 
   void OnReadDone(bool ok) override {
@@ -360,7 +371,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         service_->Register(hello.host_id(), shared_from_this(), &refused);
     if (refused) {
       deps_.registry->Disconnect(hello.host_id(), stream_id, now);
-      return absl::UnavailableError("server shutting down");
+      EndDraining(service_->DrainRetryAfterMs());
+      return absl::OkStatus();  // ending already; nothing is sent
     }
     if (replaced != nullptr) {
       deps_.metrics->streams_replaced->Increment();
@@ -454,6 +466,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   AgentServiceImpl* const service_;
   const AgentServiceDeps deps_;
+  grpc::CallbackServerContext* const context_;  // valid until OnDone
   const std::string peer_;
   const std::string peer_address_;
   std::atomic<bool> pending_{true};
@@ -629,16 +642,40 @@ void AgentServiceImpl::PushCurrentBundle() {
                                     " agents in ", absl::FormatDuration(absl::Now() - start)));
 }
 
-void AgentServiceImpl::Shutdown() {
+void AgentServiceImpl::Shutdown(absl::Duration spread) {
+  spread = std::max(spread, absl::ZeroDuration());
   std::vector<std::shared_ptr<AgentStream>> streams;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
+    drain_spread_ = spread;
     for (const auto& [host, stream] : streams_) streams.push_back(stream);
   }
-  for (const std::shared_ptr<AgentStream>& stream : streams) {
-    stream->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  absl::BitGen gen;
+  std::shuffle(streams.begin(), streams.end(), gen);
+  // Stream k of n ends at a uniform time within the k-th of n equal slots of the window, so
+  // agents that reconnect at once (ignoring the retry delay) still come back spread out.
+  const absl::Time start = absl::Now();
+  const double n = static_cast<double>(streams.size());
+  for (size_t k = 0; k < streams.size(); ++k) {
+    const absl::Time at =
+        start + spread * ((static_cast<double>(k) + absl::Uniform(gen, 0.0, 1.0)) / n);
+    if (const absl::Duration wait = at - absl::Now(); wait > absl::ZeroDuration()) {
+      absl::SleepFor(wait);
+    }
+    streams[k]->EndDraining(DrainRetryAfterMs());
   }
+}
+
+int64_t AgentServiceImpl::DrainRetryAfterMs() {
+  absl::Duration spread;
+  {
+    absl::MutexLock lock(&mu_);
+    spread = drain_spread_;
+  }
+  thread_local absl::BitGen gen;
+  return absl::Uniform<int64_t>(absl::IntervalClosedClosed, gen, 0,
+                                absl::ToInt64Milliseconds(spread));
 }
 
 size_t AgentServiceImpl::connected() const {

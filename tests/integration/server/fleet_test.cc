@@ -59,9 +59,10 @@ class ServerProcess {
   bool Start() {
     const std::string listen = absl::StrCat("127.0.0.1:", port_);
     for (int attempt = 0; attempt < 50; ++attempt) {  // the old port may linger for a moment
-      absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
-          {BinaryPath("server/rxfleet-server"), "--insecure", "--listen", listen, "--db", db_,
-           "--http-listen", "none", "--push-debounce", "50ms", "--stale-after", "1m"});
+      absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+          ChildProcess::Start({BinaryPath("server/rxfleet-server"), "--insecure", "--listen",
+                               listen, "--db", db_, "--http-listen", "none", "--push-debounce",
+                               "50ms", "--stale-after", "1m", "--drain-timeout", "2s"});
       if (!child.ok()) return false;
       absl::StatusOr<std::string> line =
           (*child)->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(20));
