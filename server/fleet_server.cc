@@ -1,14 +1,20 @@
 #include "server/fleet_server.h"
 
 #include <fcntl.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -36,6 +42,21 @@ namespace rxfleet::server {
 namespace {
 
 constexpr size_t kApiBacklog = 1024;
+
+// Removes the server reflection plugin from one builder (--no-reflection).
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
+                         return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(
+                                    plugin.get()) != nullptr;
+                       }),
+        plugins->end());
+  }
+};
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, const char* what) {
   if (path.empty()) {
@@ -101,6 +122,20 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
     return absl::InvalidArgumentError(absl::StrCat(
         "max-bundle-bytes ", options.max_bundle_bytes, " is out of range ", kMinBundleBytes, "..",
         common::kMaxServerMessageBytes, " (agents accept no larger message)"));
+  }
+  if (options.max_connection_age != absl::ZeroDuration() &&
+      (options.max_connection_age < kMinConnectionAge ||
+       options.max_connection_age > kMaxConnectionAge)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max-connection-age ", absl::FormatDuration(options.max_connection_age),
+                     " is out of range: 0 (off) or ", absl::FormatDuration(kMinConnectionAge), "..",
+                     absl::FormatDuration(kMaxConnectionAge)));
+  }
+  if (options.max_connection_age_grace < absl::ZeroDuration() ||
+      options.max_connection_age_grace > kMaxConnectionAge) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max-connection-age-grace ", absl::FormatDuration(options.max_connection_age_grace),
+        " is out of range 0..", absl::FormatDuration(kMaxConnectionAge)));
   }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (options.tls.has_value()) {
@@ -218,7 +253,22 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
       std::make_unique<FleetServiceImpl>(s.fleet_api_.get(), s.events_.get(), s.work_.get(),
                                          s.auth_.get(), s.tokens_.get(), s.experiments_.get());
 
+  // grpc.health.v1.Health (Check and Watch) for load balancers and probes, answered by gRPC
+  // itself: no token is asked for (docs/SECURITY.md). Process-wide; must precede the builder.
+  grpc::EnableDefaultHealthCheckService(true);
+  // Reflection is a builder plugin registered process-wide once the library is linked; a
+  // server without it drops the plugin from its own builder.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  if (options.max_connection_age > absl::ZeroDuration()) {
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_MS,
+        static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_age)));
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+        static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_age_grace)));
+  }
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would then share it
   // with the first and answer half of the calls. A port in use must be an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -245,6 +295,12 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                "gRPC could not bind it (see the gRPC lines above)");
   }
   s.agent_service_->Start();
+  if (grpc::HealthCheckServiceInterface* health = s.grpc_server_->GetHealthCheckService();
+      health != nullptr) {
+    // "" (the whole server) is SERVING from the start; the services by their full names.
+    health->SetServingStatus(v1::AgentService::service_full_name(), true);
+    health->SetServingStatus(v1::FleetService::service_full_name(), true);
+  }
 
   if (!options.http_listen.empty()) {
     HttpServerOptions http_options;
@@ -298,16 +354,27 @@ FleetServer::~FleetServer() {
 
 int FleetServer::http_port() const { return http_ != nullptr ? http_->port() : 0; }
 
-void FleetServer::Shutdown(absl::Duration grace) {
+void FleetServer::Shutdown(absl::Duration timeout, absl::Duration agent_spread) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_ || grpc_server_ == nullptr) return;
     stopping_ = true;
   }
-  Log(LogLevel::kInfo, "shutting down: ending agent streams and watches");
-  agent_service_->Shutdown();
+  timeout = std::max(timeout, absl::ZeroDuration());
+  const absl::Time deadline = absl::Now() + timeout;
+  agent_spread = std::clamp(agent_spread, absl::ZeroDuration(), timeout);
+  const size_t agents = agent_service_->connected();
+  Log(LogLevel::kInfo, absl::StrCat("draining: health NOT_SERVING, ending ", agents,
+                                    " agent stream(s) over ", absl::FormatDuration(agent_spread),
+                                    ", then stopping within ", absl::FormatDuration(timeout)));
+  // Load balancers and probes see NOT_SERVING first, while calls are still answered.
+  if (grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
+      health != nullptr) {
+    health->SetServingStatus(false);
+  }
+  agent_service_->Shutdown(agent_spread);
   fleet_service_->Shutdown();
-  grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  grpc_server_->Shutdown(absl::ToChronoTime(deadline));
   agent_service_->Stop();    // the agent streams' queues, after the server ended their calls
   work_.reset();             // finishes queued API calls
   experiments_->Shutdown();  // no more ticks; buffered windows written

@@ -122,7 +122,23 @@ struct FleetServerOptions {
   /// Memory gRPC may use for connections and calls (a grpc::ResourceQuota, bytes); beyond it
   /// new connections and streams are refused instead of growing the process.
   size_t grpc_memory_bytes = size_t{512} << 20;
+  /// gRPC server reflection (grpc.reflection.v1alpha.ServerReflection): lists the services and
+  /// serves their public schema, without a token (docs/SECURITY.md). False: not served
+  /// (UNIMPLEMENTED), --no-reflection.
+  bool reflection = true;
+  /// GRPC_ARG_MAX_CONNECTION_AGE_MS: a connection older than this is sent GOAWAY, so streams
+  /// spread over the replicas behind a TCP load balancer as they reconnect; gRPC varies it by
+  /// +/-10% per connection. Zero = off; else kMinConnectionAge..kMaxConnectionAge.
+  absl::Duration max_connection_age = absl::ZeroDuration();
+  /// GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS: how long calls on an aged connection may go on
+  /// after its GOAWAY before they are cancelled (agents reconnect at once); 0..kMaxConnectionAge.
+  absl::Duration max_connection_age_grace = absl::Seconds(30);
 };
+
+/// Bounds of FleetServerOptions::max_connection_age (gRPC takes at most INT_MAX ms, about 24.8
+/// days; ages of seconds only make sense in tests, production uses tens of minutes).
+inline constexpr absl::Duration kMinConnectionAge = absl::Seconds(1);
+inline constexpr absl::Duration kMaxConnectionAge = absl::Hours(24 * 24);
 
 class FleetServer {
  public:
@@ -137,10 +153,20 @@ class FleetServer {
   FleetServer(const FleetServer&) = delete;
   FleetServer& operator=(const FleetServer&) = delete;
 
-  /// Graceful stop: ends agent streams and watches with UNAVAILABLE, stops accepting calls,
-  /// lets running calls finish for up to `grace` (then cancels them), stops pushes and writes
-  /// the last registry changes to the database. Idempotent.
-  void Shutdown(absl::Duration grace);
+  /// Graceful stop (drain), bounded by `timeout` for the gRPC part:
+  ///  1. the standard health service (grpc.health.v1.Health) answers NOT_SERVING for "",
+  ///     rxfleet.v1.AgentService and rxfleet.v1.FleetService;
+  ///  2. agent streams end with UNAVAILABLE("server draining; reconnect") and trailing
+  ///     metadata kRetryAfterMetadataKey (uniform in 0..`agent_spread` ms), one after another
+  ///     at jittered times spread over `agent_spread` (clamped to `timeout`), so agents do not
+  ///     all reconnect at once; a Hello arriving meanwhile is ended the same way. Health
+  ///     checks and FleetService calls are still answered during this phase;
+  ///  3. WatchEvents watches end with UNAVAILABLE, gRPC stops accepting (GOAWAY) and running
+  ///     calls may finish until `timeout` after the start (then they are cancelled; open
+  ///     health Watch calls last until then);
+  ///  4. pushes stop and the last registry changes are written to the database.
+  /// Blocks for all of it. Idempotent.
+  void Shutdown(absl::Duration timeout, absl::Duration agent_spread = absl::ZeroDuration());
 
   int grpc_port() const { return grpc_port_; }
   /// 0 when HTTP is disabled.

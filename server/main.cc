@@ -31,17 +31,19 @@ constexpr int kExitOk = 0;
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
-// Grace for running calls at SIGTERM before they are cancelled.
-constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
+// --drain-timeout bounds: the default stays well inside systemd's TimeoutStopSec=30s.
+constexpr absl::Duration kMaxDrainTimeout = absl::Minutes(10);
 
-// A CLI11 validator for absl durations ("300ms", "5m", "1h30m").
-CLI::Validator DurationValidator() {
+// A CLI11 validator for absl durations ("300ms", "5m", "1h30m") of at least `min`.
+CLI::Validator DurationValidator(absl::Duration min = absl::ZeroDuration()) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [min](std::string& text) -> std::string {
         absl::Duration d;
-        if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
+        if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() ||
+            d == absl::InfiniteDuration()) {
           return "must be a duration like 100ms, 30s or 5m";
         }
+        if (d < min) return absl::StrCat("must be at least ", absl::FormatDuration(min));
         return "";
       },
       "DURATION");
@@ -171,9 +173,9 @@ int main(int argc, char** argv) {
       ->type_name("HOST:PORT|none");
   app.add_option("--stale-after", stale_after,
                  "mark a host stale after this long without messages or without ACKing a "
-                 "bundle sent to it")
+                 "bundle sent to it (at least 1s)")
       ->default_val(stale_after)
-      ->check(DurationValidator());
+      ->check(DurationValidator(absl::Seconds(1)));
   app.add_option("--push-debounce", push_debounce,
                  "push policy changes made within this window after the first one together "
                  "(0..10s)")
@@ -186,9 +188,10 @@ int main(int argc, char** argv) {
       ->check(DurationValidator());
   std::string audit_retention = "8760h";
   app.add_option("--audit-retention", audit_retention,
-                 "keep audit events this long (never dropped for the volume of other events)")
+                 "keep audit events this long (never dropped for the volume of other events; "
+                 "at least 1h)")
       ->default_val(audit_retention)
-      ->check(DurationValidator());
+      ->check(DurationValidator(absl::Hours(1)));
   app.add_option("--max-concurrent-streams", options.max_concurrent_streams,
                  "gRPC streams one client connection may have open at once")
       ->default_val(options.max_concurrent_streams)
@@ -243,6 +246,29 @@ int main(int argc, char** argv) {
                  "connections and streams are refused")
       ->default_val(grpc_memory_mb)
       ->check(CLI::Range(16, 1 << 20));
+  std::string drain_timeout = "10s";
+  app.add_option("--drain-timeout", drain_timeout,
+                 "at SIGTERM/SIGINT: health NOT_SERVING, agent streams ended with a retry delay "
+                 "over the first half of this, then running calls may finish until it ends "
+                 "(0..10m)")
+      ->default_val(drain_timeout)
+      ->check(DurationValidator());
+  std::string max_connection_age = "0s";
+  app.add_option("--max-connection-age", max_connection_age,
+                 "send GOAWAY to connections older than this (+/-10% jitter), so agent streams "
+                 "rebalance across replicas behind a TCP load balancer; 0 = off, else 1s..576h")
+      ->default_val(max_connection_age)
+      ->check(DurationValidator());
+  std::string max_connection_age_grace = "30s";
+  app.add_option("--max-connection-age-grace", max_connection_age_grace,
+                 "after that GOAWAY, calls on the old connection may go on this long before "
+                 "they are cancelled")
+      ->default_val(max_connection_age_grace)
+      ->check(DurationValidator());
+  bool no_reflection = false;
+  app.add_flag("--no-reflection", no_reflection,
+               "do not serve gRPC server reflection (the public API schema, for grpcurl and "
+               "similar tools; on by default)");
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
@@ -308,6 +334,15 @@ int main(int argc, char** argv) {
   (void)absl::ParseDuration(audit_retention, &options.audit_max_age);
   (void)absl::ParseDuration(push_debounce, &options.push_debounce);
   (void)absl::ParseDuration(experiment_retention, &options.experiment_retention);
+  (void)absl::ParseDuration(max_connection_age, &options.max_connection_age);
+  (void)absl::ParseDuration(max_connection_age_grace, &options.max_connection_age_grace);
+  options.reflection = !no_reflection;
+  absl::Duration drain;
+  (void)absl::ParseDuration(drain_timeout, &drain);
+  if (drain > kMaxDrainTimeout) {
+    std::cerr << "rxfleet-server: --drain-timeout " << drain_timeout << " is out of range 0..10m\n";
+    return kExitUsage;
+  }
 
   // Debian's Abseil is built with its debug checks, which include a lock-order graph updated on
   // every mutex acquisition (a measurable share of a 10,000-agent fan-out). The tests keep it on
@@ -343,6 +378,7 @@ int main(int argc, char** argv) {
     signal_number = ::sigtimedwait(&signals, nullptr, &wait);
   }
   notifier.Stopping();
-  (*server)->Shutdown(kShutdownGrace);
+  // Agent streams end over the first half of the drain, so running calls keep the rest.
+  (*server)->Shutdown(drain, drain / 2);
   return kExitOk;
 }

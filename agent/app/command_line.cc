@@ -361,8 +361,12 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   }
   if (loop_count > 0) o.reenumeration_loop_count = loop_count;
   if (!settle.empty()) {
+    // Any spelling of zero ("0", "0s", "0ms") disables the settle period.
+    absl::Duration zero;
+    const bool is_zero =
+        settle == "0" || (absl::ParseDuration(settle, &zero) && zero == absl::ZeroDuration());
     absl::StatusOr<absl::Duration> parsed =
-        settle == "0" ? absl::StatusOr<absl::Duration>(absl::ZeroDuration()) : ParsePeriod(settle);
+        is_zero ? absl::StatusOr<absl::Duration>(absl::ZeroDuration()) : ParsePeriod(settle);
     if (!parsed.ok()) return usage(absl::StrCat("--settle: ", parsed.status().message()));
     o.settle = *parsed;
   }

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -11,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/regular_file.h"
 #include "common/string_view_compat.h"
 
 namespace rxfleet::agent {
@@ -82,10 +81,24 @@ ChipCatalog ChipCatalog::Load(const std::string& directory, std::vector<std::str
   namespace fs = std::filesystem;
   ChipCatalog catalog;
   std::error_code ec;
-  if (!fs::is_directory(directory, ec)) return catalog;
+  const fs::file_status status = fs::status(directory, ec);
+  if (status.type() == fs::file_type::not_found) return catalog;  // no extensions
+  if (ec) {
+    errors->push_back(absl::StrCat(directory, ": cannot read: ", ec.message()));
+    return catalog;
+  }
+  if (!fs::is_directory(status)) {
+    errors->push_back(absl::StrCat(directory, ": not a directory; no chip-table extensions read"));
+    return catalog;
+  }
   std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(directory, ec)) {
-    if (e.path().extension() == ".tsv") files.push_back(e.path());
+  fs::directory_iterator it(directory, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() == ".tsv") files.push_back(it->path());
+  }
+  if (ec) {
+    errors->push_back(absl::StrCat(directory, ": cannot list: ", ec.message()));
+    return catalog;
   }
   std::sort(files.begin(), files.end());
   if (files.size() > kMaxFiles) {
@@ -95,18 +108,18 @@ ChipCatalog ChipCatalog::Load(const std::string& directory, std::vector<std::str
   }
   for (const fs::path& file : files) {
     const std::string name = file.string();
-    if (fs::file_size(file, ec) > kMaxFileBytes || ec) {
-      errors->push_back(absl::StrCat(name, ": larger than ", kMaxFileBytes, " bytes; ignored"));
+    // Not a regular file (a FIFO, a directory named *.tsv), too large, unreadable: each is named
+    // with its reason, and the file is skipped.
+    absl::StatusOr<std::string> text = common::ReadRegularFile(name, kMaxFileBytes);
+    if (!text.ok()) {
+      errors->push_back(absl::StrCat(text.status().message(), "; ignored"));
       continue;
     }
-    std::ifstream in(file);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
     std::vector<Entry> parsed;
     std::string problem;
     int line_number = 0;
     bool header_seen = false;
-    for (absl::string_view raw : absl::StrSplit(buffer.str(), '\n')) {
+    for (absl::string_view raw : absl::StrSplit(*text, '\n')) {
       ++line_number;
       const absl::string_view line = absl::StripTrailingAsciiWhitespace(raw);
       if (line.empty() || line.front() == '#') continue;

@@ -48,10 +48,13 @@ class ChipCatalog {
   /// Loads every "*.tsv" file of `directory` (sorted by name) in the shipped TSV's format: a
   /// header line "vid\tpid\tchip\trx_agg_layout\tsource", then one id per line (4 hex digits
   /// each, a chip of the shipped table, its layout v1..v3, a free-text source). Blank lines and
-  /// lines starting with "#" are skipped. A missing directory is an empty extension. A file
-  /// with a bad line is refused as a whole and named in `errors` ("FILE:LINE: problem"); the
-  /// other files still load. Ids already in the shipped table keep the shipped entry (noted in
-  /// `errors`). Bounds: 64 KiB per file, 256 files, 4096 ids.
+  /// lines starting with "#" are skipped. A missing directory is an empty extension; a path
+  /// that is not a directory or cannot be listed gives an empty extension and one line in
+  /// `errors`. A file with a bad line is refused as a whole and named in `errors`
+  /// ("FILE:LINE: problem"); so is a "*.tsv" that is not a regular file (FIFO, directory),
+  /// is larger than 64 KiB or cannot be read (with the OS reason); the other files still
+  /// load. Ids already in the shipped table keep the shipped entry (noted in `errors`).
+  /// Bounds: 64 KiB per file, 256 files (the first by name), 4096 ids.
   static ChipCatalog Load(const std::string& directory, std::vector<std::string>* errors);
 
   struct Entry {

@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
@@ -163,6 +164,12 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
     absl::MutexLock lock(&mu_);
     if (!gate_.finishing()) trailing_metadata_ = std::move(trailing_metadata);
     RequestFinishLocked(status);
+  }
+
+  // The server drains: ends the stream with UNAVAILABLE and a reconnect delay for the agent.
+  void EndDraining(int64_t retry_after_ms) {
+    End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server draining; reconnect"),
+        {{kRetryAfterMetadataKey, absl::StrCat(retry_after_ms)}});
   }
 
  private:
@@ -490,7 +497,8 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
         service_->Register(hello.host_id(), shared_from_this(), &refused);
     if (refused) {
       deps_.registry->Disconnect(hello.host_id(), stream_id, now);
-      return absl::UnavailableError("server shutting down");
+      EndDraining(service_->DrainRetryAfterMs());
+      return absl::OkStatus();  // ending already; nothing is sent
     }
     if (replaced != nullptr) {
       deps_.metrics->streams_replaced->Increment();
@@ -726,10 +734,6 @@ void AgentServiceImpl::Stop() {
 grpc::Status AgentServiceImpl::Admit(grpc::ServerContext& context,
                                      std::vector<std::string>* identities,
                                      std::string* peer_address) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down");
-  }
   *identities = HostIdentities(*context.auth_context());
   if (options_.require_client_certificate && identities->empty()) {
     if (deps_.auth != nullptr) deps_.auth->CountAgentDenial("no_client_certificate");
@@ -883,16 +887,40 @@ void AgentServiceImpl::PushCurrentBundle() {
   }
 }
 
-void AgentServiceImpl::Shutdown() {
+void AgentServiceImpl::Shutdown(absl::Duration spread) {
+  spread = std::max(spread, absl::ZeroDuration());
   std::vector<std::shared_ptr<AgentStream>> streams;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
+    drain_spread_ = spread;
     for (const auto& [host, stream] : streams_) streams.push_back(stream);
   }
-  for (const std::shared_ptr<AgentStream>& stream : streams) {
-    stream->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+  absl::BitGen gen;
+  std::shuffle(streams.begin(), streams.end(), gen);
+  // Stream k of n ends at a uniform time within the k-th of n equal slots of the window, so
+  // agents that reconnect at once (ignoring the retry delay) still come back spread out.
+  const absl::Time start = absl::Now();
+  const double n = static_cast<double>(streams.size());
+  for (size_t k = 0; k < streams.size(); ++k) {
+    const absl::Time at =
+        start + spread * ((static_cast<double>(k) + absl::Uniform(gen, 0.0, 1.0)) / n);
+    if (const absl::Duration wait = at - absl::Now(); wait > absl::ZeroDuration()) {
+      absl::SleepFor(wait);
+    }
+    streams[k]->EndDraining(DrainRetryAfterMs());
   }
+}
+
+int64_t AgentServiceImpl::DrainRetryAfterMs() {
+  absl::Duration spread;
+  {
+    absl::MutexLock lock(&mu_);
+    spread = drain_spread_;
+  }
+  thread_local absl::BitGen gen;
+  return absl::Uniform<int64_t>(absl::IntervalClosedClosed, gen, 0,
+                                absl::ToInt64Milliseconds(spread));
 }
 
 size_t AgentServiceImpl::connected() const {

@@ -23,7 +23,8 @@
 // beyond the Hello-pending bounds are refused with RESOURCE_EXHAUSTED. The server then sends
 // ServerConfig and the current bundle; later bundles follow every change, each with a fresh nonce.
 // ACK/NACKs whose nonce is not the stream's latest bundle are stale and ignored. A newer stream for
-// the same host ends the older one with ABORTED. Shutdown ends every stream with UNAVAILABLE.
+// the same host ends the older one with ABORTED. Shutdown ends every stream with UNAVAILABLE
+// ("server draining; reconnect") and the trailing metadata kRetryAfterMetadataKey.
 
 #include <grpcpp/grpcpp.h>
 
@@ -52,6 +53,10 @@ namespace rxfleet::server {
 class AgentStream;
 class CompletionTag;
 class ExperimentController;
+
+/// The trailing metadata key of the UNAVAILABLE status that ends agent streams while the server
+/// drains: how long the agent should wait before reconnecting, decimal milliseconds.
+inline constexpr char kRetryAfterMetadataKey[] = "rxfleet-retry-after-ms";
 
 struct AgentServiceOptions {
   /// ServerConfig.report_interval: how often agents send a keep-alive update at most.
@@ -115,9 +120,12 @@ class AgentServiceImpl final
   /// without it, so slow streams and new connections never wait for each other.
   void PushCurrentBundle();
 
-  /// Ends every stream with UNAVAILABLE("server shutting down") and refuses new ones the same
-  /// way. Call before grpc::Server::Shutdown.
-  void Shutdown();
+  /// Ends every stream with UNAVAILABLE("server draining; reconnect") and trailing metadata
+  /// kRetryAfterMetadataKey (a delay uniform in 0..`spread`, in ms), and ends streams whose
+  /// Hello arrives later the same way. The streams end one by one at jittered times spread
+  /// evenly over `spread` (in random order); the call blocks until the last has been asked to
+  /// end (at most `spread`; at once for zero). Call before grpc::Server::Shutdown.
+  void Shutdown(absl::Duration spread = absl::ZeroDuration());
 
   /// Streams that have said Hello and not ended.
   size_t connected() const;
@@ -147,6 +155,8 @@ class AgentServiceImpl final
   std::shared_ptr<AgentStream> Register(const std::string& host_id,
                                         std::shared_ptr<AgentStream> stream, bool* refused);
   void Unregister(const std::string& host_id, const AgentStream* stream);
+  /// A retry delay for a stream ended by Shutdown: uniform in 0..drain_spread_, ms.
+  int64_t DrainRetryAfterMs();
   grpc::ByteBuffer ConfigMessage() const;
   /// Takes a Hello-pending slot for `peer` (a PeerAddress); false (nothing taken) and the
   /// refusal reason in *reason when a bound is reached.
@@ -161,6 +171,7 @@ class AgentServiceImpl final
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<AgentStream>> streams_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration drain_spread_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex pending_mu_;
   size_t pending_total_ ABSL_GUARDED_BY(pending_mu_) = 0;

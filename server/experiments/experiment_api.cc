@@ -98,8 +98,8 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
           " already exists (names are not reused while it is stored, even after it ended; "
           "delete an ended one first)"));
     }
-    // Eligible: the selector matches, the adapter is managed, no older experiment takes it
-    // and no policy keeps it from this one (the rule of ClaimLocked).
+    // Eligible: the selector matches, the adapter is managed and not quarantined, no older
+    // experiment takes it and no policy keeps it from this one (the rule of ClaimLocked).
     const std::vector<const Entry*> running = RunningEntries();
     const std::shared_ptr<const PolicySnapshot> policies = Policies();
     // Every host's assignments with this experiment running, for the bundle size bound.
@@ -120,6 +120,12 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
       if (!IsManaged(adapter)) {
         reason = absl::StrCat("adapter state ", v1::AdapterState_Name(adapter.status().state()),
                               ": its RX aggregation is not managed");
+      } else if (adapter.status().quarantined()) {
+        // The agent writes nothing to it until it stops re-enumerating: its windows would
+        // measure the hold it already has, not the arm's.
+        reason =
+            "quarantined for re-enumerating too often (no writes until it is stable again; "
+            "see rxfleet_adapter_reenumeration_loops_total)";
       } else if (claim) {
         reason = absl::StrCat("in the older experiment ", claim->entry->experiment.name,
                               " (one experiment per adapter)");

@@ -410,5 +410,34 @@ TEST(ExperimentServiceTest, HoldsOnObserveOnlyFamiliesAreRefusedWithTheAdaptersN
   EXPECT_THAT(status.error_message(), HasSubstr("families: [rtw89]"));
 }
 
+// Regression: an adapter quarantined for re-enumerating too often (the agent writes nothing to
+// it) was counted as eligible, so its windows measured the hold it already had.
+TEST(ExperimentServiceTest, QuarantinedAdaptersAreIneligibleWithTheReason) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  TestAgent agent(server->address());
+  v1::Adapter stable = ReportedAdapter("port-2-5", v1::USB_SPEED_SUPER, 1024);
+  v1::Adapter looping = ReportedAdapter("port-2-6", v1::USB_SPEED_SUPER, 1024);
+  looping.mutable_status()->set_quarantined(true);
+  ASSERT_TRUE(agent.Connect("host-a", {stable, looping}));
+  ASSERT_TRUE(agent.WaitForBundle(1).has_value());
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> host = server->GetHost("host-a");
+    return host.ok() && host->status().adapter_count() == 2;
+  }));
+  v1::CreateExperimentRequest request;
+  *request.mutable_experiment() = HoldExperiment();
+  request.set_dry_run(true);
+  v1::CreateExperimentResponse dry;
+  grpc::ClientContext context;
+  const grpc::Status status = server->fleet().CreateExperiment(Deadline(&context), request, &dry);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(dry.eligible_adapters_size(), 1);
+  EXPECT_EQ(dry.eligible_adapters(0).name(), "port-2-5");
+  ASSERT_EQ(dry.ineligible_adapters_size(), 1);
+  EXPECT_EQ(dry.ineligible_adapters(0).adapter().name(), "port-2-6");
+  EXPECT_THAT(dry.ineligible_adapters(0).reason(), HasSubstr("quarantined"));
+}
+
 }  // namespace
 }  // namespace rxfleet::server

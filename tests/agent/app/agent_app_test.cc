@@ -130,6 +130,23 @@ TEST(CommandLineTest, DefaultsOfTheLoop) {
   EXPECT_EQ(o.probe_target, "gateway");
 }
 
+// Regression: only the bare "0" disabled the settle period; "0s" was refused as "must be
+// greater than zero".
+TEST(CommandLineTest, SettleAcceptsAnySpellingOfZero) {
+  for (const std::string zero : {"0", "0s", "0ms"}) {
+    auto parsed = Parse({"--settle", zero});
+    ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed)) << zero;
+    EXPECT_EQ(std::get<CommandLine>(parsed).options.settle, absl::ZeroDuration()) << zero;
+  }
+  auto parsed = Parse({"--settle", "2s"});
+  ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed));
+  EXPECT_EQ(std::get<CommandLine>(parsed).options.settle, absl::Seconds(2));
+  std::string err;
+  parsed = Parse({"--settle", "-1s"}, nullptr, &err);
+  ASSERT_TRUE(std::holds_alternative<int>(parsed));
+  EXPECT_THAT(err, HasSubstr("--settle"));
+}
+
 TEST(CommandLineTest, OnceWithEverything) {
   auto parsed = Parse({"--once",    "-o",
                        "json",      "--status-socket",

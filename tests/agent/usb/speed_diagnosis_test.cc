@@ -3,6 +3,8 @@
 
 #include "agent/usb/speed_diagnosis.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -15,6 +17,7 @@
 namespace rxfleet::agent {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Optional;
@@ -257,6 +260,30 @@ TEST_F(ChipsDirTest, MissingDirectoryIsEmpty) {
   std::vector<std::string> errors;
   EXPECT_EQ(ChipCatalog::Load((dir_ / "none").string(), &errors).extension_count(), 0u);
   EXPECT_THAT(errors, IsEmpty());
+}
+
+// Regression: a FIFO or a directory named *.tsv was reported as "larger than 65536 bytes", an
+// oversized file's real size was not named, and --chips-dir naming a file was silently empty.
+TEST_F(ChipsDirTest, FilesThatAreNotSmallRegularFilesAreNamedWithTheirReason) {
+  Write("good.tsv", "vid\tpid\tchip\trx_agg_layout\tsource\n37ad\t0104\trtl8922au\tv3\tx\n");
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.tsv").c_str(), 0600), 0);
+  std::filesystem::create_directory(dir_ / "subdir.tsv");
+  Write("huge.tsv", std::string(65 * 1024, '#'));
+  std::vector<std::string> errors;
+  const ChipCatalog catalog = ChipCatalog::Load(dir_.string(), &errors);
+  EXPECT_EQ(catalog.extension_count(), 1u);  // the good file still loads; the FIFO never hangs
+  ASSERT_EQ(errors.size(), 3u) << ::testing::PrintToString(errors);
+  EXPECT_THAT(errors[0], AllOf(HasSubstr("fifo.tsv"), HasSubstr("not a regular file")));
+  EXPECT_THAT(errors[1], AllOf(HasSubstr("huge.tsv"), HasSubstr("66560 bytes")));
+  EXPECT_THAT(errors[2], AllOf(HasSubstr("subdir.tsv"), HasSubstr("not a regular file")));
+}
+
+TEST_F(ChipsDirTest, APathThatIsNotADirectoryIsNamed) {
+  Write("chips.tsv", "vid\tpid\tchip\trx_agg_layout\tsource\n");
+  std::vector<std::string> errors;
+  EXPECT_EQ(ChipCatalog::Load((dir_ / "chips.tsv").string(), &errors).extension_count(), 0u);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], HasSubstr("chips.tsv: not a directory"));
 }
 
 }  // namespace

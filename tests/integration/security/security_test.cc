@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/agent_service.grpc.pb.h"
@@ -255,6 +257,45 @@ TEST_F(SecurityTest, AgentWithoutClientCertificateCannotConnect) {
   v1::ServerMessage reply;
   EXPECT_FALSE(stream->Read(&reply));
   EXPECT_FALSE(stream->Finish().ok());
+}
+
+// Health checks and reflection are for probes and tools: over TLS they need neither a client
+// certificate nor a token, while FleetService still refuses the same caller.
+TEST_F(SecurityTest, HealthAndReflectionNeedNoTokenButTheApiDoes) {
+  std::shared_ptr<grpc::Channel> channel = Channel("");
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("rxfleet.v1.FleetService");
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext health_context;
+  health_context.set_deadline(absl::ToChronoTime(absl::Now() + kCall));
+  grpc::Status status = health->Check(&health_context, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
+  grpc::ClientContext reflection_context;
+  reflection_context.set_deadline(absl::ToChronoTime(absl::Now() + kCall));
+  auto stream = reflection->ServerReflectionInfo(&reflection_context);
+  grpc::reflection::v1alpha::ServerReflectionRequest list;
+  list.set_list_services("*");
+  grpc::reflection::v1alpha::ServerReflectionResponse listed;
+  ASSERT_TRUE(stream->Write(list));
+  ASSERT_TRUE(stream->Read(&listed));
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  std::vector<std::string> names;
+  for (const auto& service : listed.list_services_response().service()) {
+    names.push_back(service.name());
+  }
+  EXPECT_THAT(names, ::testing::Contains("rxfleet.v1.FleetService"));
+
+  auto fleet = v1::FleetService::NewStub(channel);
+  grpc::ClientContext fleet_context;
+  fleet_context.set_deadline(absl::ToChronoTime(absl::Now() + kCall));
+  v1::ListHostsResponse hosts;
+  status = fleet->ListHosts(&fleet_context, v1::ListHostsRequest(), &hosts);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
 }
 
 // VmRSS of `pid` in KiB (0 if unreadable).

@@ -59,9 +59,10 @@ class ServerProcess {
   bool Start() {
     const std::string listen = absl::StrCat("127.0.0.1:", port_);
     for (int attempt = 0; attempt < 50; ++attempt) {  // the old port may linger for a moment
-      absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
-          {BinaryPath("server/rxfleet-server"), "--insecure", "--listen", listen, "--db", db_,
-           "--http-listen", "none", "--push-debounce", "50ms", "--stale-after", "1m"});
+      absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+          ChildProcess::Start({BinaryPath("server/rxfleet-server"), "--insecure", "--listen",
+                               listen, "--db", db_, "--http-listen", "none", "--push-debounce",
+                               "50ms", "--stale-after", "1m", "--drain-timeout", "2s"});
       if (!child.ok()) return false;
       absl::StatusOr<std::string> line =
           (*child)->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(20));
@@ -504,6 +505,12 @@ TEST(ServerBinaryTest, FlagsVersionAndExitCodes) {
   EXPECT_EQ(bad.exit_code, 2);
   ProcessResult bad_duration = RunProcess({server, "--stale-after", "soon"}, absl::Seconds(20));
   EXPECT_EQ(bad_duration.exit_code, 2);
+  // Regression: --audit-retention 0s was accepted and would have pruned every audit event.
+  ProcessResult no_audit = RunProcess({server, "--audit-retention", "0s"}, absl::Seconds(20));
+  EXPECT_EQ(no_audit.exit_code, 2);
+  EXPECT_THAT(no_audit.stderr_text, HasSubstr("at least 1h"));
+  ProcessResult never_fresh = RunProcess({server, "--stale-after", "0s"}, absl::Seconds(20));
+  EXPECT_EQ(never_fresh.exit_code, 2);
   TempDir dir;
   ASSERT_TRUE(rxfleet::testing::WriteTextFile(dir.File("not-a-dir"), "x").ok());
   ProcessResult no_tls = RunProcess(
