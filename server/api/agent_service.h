@@ -182,7 +182,7 @@ class AgentServiceImpl final
   std::shared_ptr<const SharedBundle> bundle_ ABSL_GUARDED_BY(bundle_mu_);
 
   std::vector<std::unique_ptr<Shard>> shards_;
-  bool started_ = false;
+  std::atomic<bool> started_{false};  // read by pushes from other threads
   bool stopped_ = false;
   // AgentStream objects that have an operation pending (requested, accepted, not done).
   absl::Mutex live_mu_;
