@@ -219,8 +219,7 @@ int main(int argc, char** argv) {
       ->check([](const std::string& arg) -> std::string {
         const size_t eq = arg.find('=');
         int value = 0;
-        if (eq == 0 || eq == std::string::npos ||
-            !absl::SimpleAtoi(arg.substr(eq + 1), &value)) {
+        if (eq == 0 || eq == std::string::npos || !absl::SimpleAtoi(arg.substr(eq + 1), &value)) {
           return "expected NAME=INTEGER";
         }
         return "";
