@@ -210,6 +210,11 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   agent_options.hello_timeout = options.hello_timeout;
   agent_options.max_pending_hello = options.max_pending_hello;
   agent_options.max_pending_hello_per_peer = options.max_pending_hello_per_peer;
+  agent_options.completion_queues = options.agent_completion_queues;
+  agent_options.push_on_queue_threads = options.push_on_queue_threads;
+  if (options.agent_completion_queues < 1 || options.agent_completion_queues > 256) {
+    return absl::InvalidArgumentError("agent-completion-queues must be in 1..256");
+  }
   if (options.max_concurrent_streams < 1 || options.max_pending_hello < 1 ||
       options.max_pending_hello_per_peer < 1 || options.grpc_memory_bytes < (size_t{16} << 20)) {
     return absl::InvalidArgumentError(
@@ -281,13 +286,15 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                              static_cast<int>(absl::ToInt64Milliseconds(kServerKeepaliveTime)));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(kServerKeepaliveTimeout)));
-  builder.RegisterService(s.agent_service_.get());
+  for (const auto& [name, value] : options.grpc_int_args) builder.AddChannelArgument(name, value);
+  s.agent_service_->AddTo(builder);  // async API: its own completion queues
   builder.RegisterService(s.fleet_service_.get());
   s.grpc_server_ = builder.BuildAndStart();
   if (s.grpc_server_ == nullptr || s.grpc_port_ == 0) {
     return common::ListenError("--listen", options.listen,
                                "gRPC could not bind it (see the gRPC lines above)");
   }
+  s.agent_service_->Start();
   if (grpc::HealthCheckServiceInterface* health = s.grpc_server_->GetHealthCheckService();
       health != nullptr) {
     // "" (the whole server) is SERVING from the start; the services by their full names.
@@ -368,6 +375,7 @@ void FleetServer::Shutdown(absl::Duration timeout, absl::Duration agent_spread) 
   agent_service_->Shutdown(agent_spread);
   fleet_service_->Shutdown();
   grpc_server_->Shutdown(absl::ToChronoTime(deadline));
+  agent_service_->Stop();    // the agent streams' queues, after the server ended their calls
   work_.reset();             // finishes queued API calls
   experiments_->Shutdown();  // no more ticks; buffered windows written
   debouncer_.reset();        // no more pushes

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -100,6 +102,14 @@ struct FleetServerOptions {
   /// Agent streams without a Hello yet, in total and per peer IP (see AgentServiceOptions).
   size_t max_pending_hello = 1024;
   size_t max_pending_hello_per_peer = 64;
+  /// Completion queues (each with a thread) the agent streams are sharded over, 1..256, and
+  /// whether a push starts each queue's writes on that queue's thread (AgentServiceOptions).
+  size_t agent_completion_queues = 8;
+  bool push_on_queue_threads = true;
+  /// Extra integer gRPC channel arguments (name, value), applied after the server's own
+  /// settings so they override them; for tuning and benchmarks (--grpc-arg). Names are
+  /// gRPC's ("grpc.experimental.tcp_read_chunk_size"); gRPC ignores unknown names.
+  std::vector<std::pair<std::string, int>> grpc_int_args;
   /// Largest bundle message a host may get (bytes, 64 KiB .. common::kMaxServerMessageBytes,
   /// what agents accept): policy and experiment changes that would make one larger are
   /// refused (server/api/bundle_limit.h).

@@ -9,8 +9,11 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -201,6 +204,26 @@ int main(int argc, char** argv) {
                  "agent streams without a Hello yet from one IP address; more are refused")
       ->default_val(options.max_pending_hello_per_peer)
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--agent-completion-queues", options.agent_completion_queues,
+                 "completion queues (one thread each) the agent streams are sharded over")
+      ->default_val(options.agent_completion_queues)
+      ->check(CLI::Range(1, 256));
+  app.add_option("--push-on-queue-threads", options.push_on_queue_threads,
+                 "start a push's writes on each completion queue's own thread (false: all on "
+                 "the pushing thread)")
+      ->default_val(options.push_on_queue_threads);
+  std::vector<std::string> grpc_args;
+  app.add_option("--grpc-arg", grpc_args,
+                 "extra integer gRPC channel argument NAME=VALUE, overriding the server's own "
+                 "(for tuning and benchmarks; repeatable)")
+      ->check([](const std::string& arg) -> std::string {
+        const size_t eq = arg.find('=');
+        int value = 0;
+        if (eq == 0 || eq == std::string::npos || !absl::SimpleAtoi(arg.substr(eq + 1), &value)) {
+          return "expected NAME=INTEGER";
+        }
+        return "";
+      });
   app.add_option("--max-bundle-bytes", options.max_bundle_bytes,
                  "largest bundle message a host may get; policy and experiment changes that "
                  "would make one larger are refused (agents accept at most 4194304)")
@@ -300,6 +323,12 @@ int main(int argc, char** argv) {
   }
   if (options.http_listen == "none") options.http_listen.clear();
   options.grpc_memory_bytes = grpc_memory_mb << 20;
+  for (const std::string& arg : grpc_args) {
+    const size_t eq = arg.find('=');
+    int value = 0;
+    (void)absl::SimpleAtoi(arg.substr(eq + 1), &value);  // checked above
+    options.grpc_int_args.emplace_back(arg.substr(0, eq), value);
+  }
   (void)absl::ParseDuration(stale_after, &options.stale_after);
   (void)absl::ParseDuration(audit_retention, &options.audit_max_age);
   (void)absl::ParseDuration(push_debounce, &options.push_debounce);

@@ -1,9 +1,11 @@
-// AgentService: one AgentStream reactor per connected agent (below) and the service that
-// registers streams and fans bundles out to them (AgentServiceImpl, at the end).
-// Length reason: the reactor is one state machine (Hello deadline, reads, the coalescing
-// outbound queue, Finish exactly once, OnDone) whose invariants on mu_ hold across all its
-// methods; split across files it would have to expose that state. The service part (~170 lines,
-// with the admission bounds for streams without a Hello) shares the stream's private types.
+// AgentService: one AgentStream per connected agent (below) on the gRPC async API, and the
+// service that accepts streams on its sharded completion queues, registers them and fans
+// bundles out to them (AgentServiceImpl, at the end).
+// Length reason: the stream is one state machine (Hello deadline, reads, the coalescing
+// outbound queue, Finish exactly once, the done step) whose invariants on mu_ hold across all
+// its methods; split across files it would have to expose that state. The service part (with
+// the admission bounds for streams without a Hello and the queue threads) shares the stream's
+// private types.
 
 #include "server/api/agent_service.h"
 
@@ -12,7 +14,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
+#include <functional>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -32,39 +37,84 @@ namespace rxfleet::server {
 
 using common::ToAbslView;
 
-// One agent stream. Lifetime: owned by `self_` from Start() until OnDone(), and by the
-// service's stream map while registered; the object may outlive OnDone (a fan-out holding a
-// reference), but then every operation is a no-op because the stream has finished.
-//
-// Threading: reactions of one stream run one at a time per kind (one read, one write at a
-// time), pushes and End() come from any thread. Everything shared is guarded by mu_. gRPC
-// never runs bidi reactions inline inside StartRead/StartWrite/Finish, so those are called
-// with mu_ held, which keeps "is the stream finishing?" and "start an operation" atomic.
-class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                          public std::enable_shared_from_this<AgentStream> {
+// What a completion queue hands back: its thread calls Complete(ok) for every event.
+class CompletionTag {
  public:
-  // `identities`: CN and DNS SANs of the verified client certificate. The stream holds a
-  // Hello-pending slot of `peer_address` (taken by the service) until its first message.
-  AgentStream(AgentServiceImpl* service, grpc::CallbackServerContext* context,
-              std::vector<std::string> identities, std::string peer_address)
-      : service_(service),
-        deps_(service->deps_),
-        context_(context),
-        peer_(context->peer()),
-        peer_address_(std::move(peer_address)),
-        identities_(std::move(identities)) {}
+  virtual void Complete(bool ok) = 0;
 
-  void Start() {
+ protected:
+  ~CompletionTag() = default;
+};
+
+// One completion queue, its thread and its streams' Hello deadlines.
+struct AgentServiceImpl::Shard {
+  class WakeTag final : public CompletionTag {
+   public:
+    explicit WakeTag(Shard* shard) : shard_(shard) {}
+    void Complete(bool /*ok*/) override { shard_->RunTasks(); }
+
+   private:
+    Shard* const shard_;
+  };
+
+  // Runs `task` on this queue's thread; false (dropped) once the queue is closing.
+  bool Post(std::function<void()> task) {
+    absl::MutexLock lock(&mu);
+    if (closed) return false;
+    tasks.push_back(std::move(task));
+    if (!wake_pending) {
+      wake_pending = true;
+      wake.Set(cq.get(), std::chrono::system_clock::now(), static_cast<CompletionTag*>(&wake_tag));
+    }
+    return true;
+  }
+
+  void RunTasks() {
+    std::vector<std::function<void()>> run;
+    {
+      absl::MutexLock lock(&mu);
+      run.swap(tasks);
+      wake_pending = false;
+    }
+    for (std::function<void()>& task : run) task();
+  }
+
+  size_t index = 0;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq;
+  std::thread thread;
+  // Hello deadlines of this queue's new streams, oldest first (one timeout for all, so the
+  // order of arrival is the order of expiry). Only the queue's thread uses it.
+  std::deque<std::pair<absl::Time, std::weak_ptr<AgentStream>>> hello_deadlines;
+
+  absl::Mutex mu;
+  std::vector<std::function<void()>> tasks ABSL_GUARDED_BY(mu);
+  bool wake_pending ABSL_GUARDED_BY(mu) = false;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  grpc::Alarm wake;
+  WakeTag wake_tag{this};
+};
+
+// One agent stream. Lifetime: owned by `self_` from the request for a new call until every
+// operation it started has completed (Done()), and by the service's stream map while
+// registered; the object may outlive Done (a fan-out holding a reference), but then every
+// operation is a no-op because the stream has finished.
+//
+// Threading: every completion of the stream arrives on its queue's thread (one at a time);
+// pushes and End() come from any thread. Everything shared is guarded by mu_. Async
+// operations never complete inline, so they are started with mu_ held, which keeps "is the
+// stream finishing?" and "start an operation" atomic.
+class AgentStream final : public std::enable_shared_from_this<AgentStream> {
+ public:
+  AgentStream(AgentServiceImpl* service, AgentServiceImpl::Shard* shard)
+      : service_(service), deps_(service->deps_), shard_(shard), stream_(&context_) {}
+
+  size_t shard_index() const { return shard_->index; }
+
+  // Asks gRPC for the next call of AgentService.Connect on this stream's queue.
+  void Request() {
     self_ = shared_from_this();
-    // The Hello deadline. The alarm holds only a weak reference; OnDone cancels it.
-    hello_alarm_.Set(absl::ToChronoTime(absl::Now() + service_->options_.hello_timeout),
-                     [weak = weak_from_this()](bool fired) {
-                       if (!fired) return;
-                       if (std::shared_ptr<AgentStream> stream = weak.lock())
-                         stream->HelloTimeout();
-                     });
-    absl::MutexLock lock(&mu_);
-    StartRead(&read_buffer_);
+    service_->RequestConnect(&context_, &stream_, shard_->cq.get(), shard_->cq.get(),
+                             static_cast<CompletionTag*>(&accept_tag_));
   }
 
   void HelloTimeout() {
@@ -85,6 +135,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     std::string host_id;
     {
       absl::MutexLock lock(&mu_);
+      if (gate_.finishing()) return;
       host_id = host_id_;
     }
     std::string assignments = AssignmentBytes(host_id);
@@ -106,25 +157,75 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     Enqueue(kConfigSlot, std::move(item));
   }
 
-  // Ends the stream with `status` once the write in flight (if any) is done.
-  void End(const grpc::Status& status) {
+  // Ends the stream with `status` (and `trailing_metadata`, sent with it) once the write in
+  // flight (if any) is done. The first request wins; later ones change nothing.
+  void End(const grpc::Status& status,
+           std::vector<std::pair<std::string, std::string>> trailing_metadata = {}) {
     absl::MutexLock lock(&mu_);
+    if (!gate_.finishing()) trailing_metadata_ = std::move(trailing_metadata);
     RequestFinishLocked(status);
   }
 
   // The server drains: ends the stream with UNAVAILABLE and a reconnect delay for the agent.
   void EndDraining(int64_t retry_after_ms) {
-    absl::MutexLock lock(&mu_);
-    if (gate_.finishing()) return;
-    // Read by gRPC only at Finish, which runs under mu_ too.
-    context_->AddTrailingMetadata(kRetryAfterMetadataKey, absl::StrCat(retry_after_ms));
-    RequestFinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server draining; reconnect"));
+    End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server draining; reconnect"),
+        {{kRetryAfterMetadataKey, absl::StrCat(retry_after_ms)}});
   }
 
-  void OnReadDone(bool ok) override {
+ private:
+  static constexpr size_t kConfigSlot = 0;
+  static constexpr size_t kBundleSlot = 1;
+
+  class Tag final : public CompletionTag {
+   public:
+    Tag(AgentStream* stream, void (AgentStream::*method)(bool))
+        : stream_(stream), method_(method) {}
+    void Complete(bool ok) override { (stream_->*method_)(ok); }
+
+   private:
+    AgentStream* const stream_;
+    void (AgentStream::*const method_)(bool);
+  };
+
+  // gRPC matched a new call to this stream (ok false: the server is shutting down).
+  void OnAccepted(bool ok) {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      done_ = true;  // no call: nothing to finish, nothing to report
+    } else {
+      service_->RequestStream(*shard_);
+      peer_ = context_.peer();
+      const grpc::Status admitted = service_->Admit(context_, &identities_, &peer_address_);
+      absl::MutexLock lock(&mu_);
+      if (!admitted.ok()) {
+        RequestFinishLocked(admitted);
+        return;
+      }
+      pending_ = true;
+      shard_->hello_deadlines.emplace_back(absl::Now() + service_->options_.hello_timeout,
+                                           weak_from_this());
+      StartReadLocked();
+      return;
+    }
+    AgentServiceImpl* service = service_;
+    std::shared_ptr<AgentStream> self = std::move(self_);
+    service->StreamDone();
+  }
+
+  void StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    read_pending_ = true;
+    stream_.Read(&read_buffer_, static_cast<CompletionTag*>(&read_tag_));
+  }
+
+  void OnReadDone(bool ok) {
     ReleasePending();
     if (!ok) {  // the agent closed its side or the call was cancelled
-      End(grpc::Status::OK);
+      {
+        absl::MutexLock lock(&mu_);
+        read_pending_ = false;
+        RequestFinishLocked(grpc::Status::OK);
+      }
+      MaybeDone();
       return;
     }
     v1::AgentMessage message;
@@ -133,24 +234,29 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
                               ? Handle(message)
                               : absl::InvalidArgumentError("malformed AgentMessage");
     read_buffer_.Clear();
-    absl::MutexLock lock(&mu_);
-    if (!status.ok()) {
-      deps_.metrics->streams_rejected->Increment();
-      Log(LogLevel::kWarning,
-          absl::StrCat("agent stream from ", peer_,
-                       host_id_.empty() ? "" : absl::StrCat(" (host ", host_id_, ")"),
-                       " rejected: ", status.ToString()));
-      RequestFinishLocked(ToGrpcStatus(status));
-      return;
+    {
+      absl::MutexLock lock(&mu_);
+      read_pending_ = false;
+      if (!status.ok()) {
+        deps_.metrics->streams_rejected->Increment();
+        Log(LogLevel::kWarning,
+            absl::StrCat("agent stream from ", peer_,
+                         host_id_.empty() ? "" : absl::StrCat(" (host ", host_id_, ")"),
+                         " rejected: ", status.ToString()));
+        RequestFinishLocked(ToGrpcStatus(status));
+      } else if (!gate_.finishing()) {
+        StartReadLocked();
+      }
     }
-    if (!gate_.finishing()) StartRead(&read_buffer_);
+    MaybeDone();
   }
 
-  void OnWriteDone(bool ok) override {
+  void OnWriteDone(bool ok) {
     uint64_t written_version = 0;
     {
       absl::MutexLock lock(&mu_);
       if (ok) written_version = writing_version_;
+      write_buffer_.Clear();
       // !ok: the transport is gone (agent vanished or call cancelled); nothing more is sent.
       if (!FinishIf(gate_.WriteDone(ok))) {
         if (gate_.finishing()) {
@@ -163,8 +269,27 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     if (written_version != 0) RecordSent(written_version);
   }
 
-  void OnDone() override {
-    hello_alarm_.Cancel();
+  void OnFinishDone(bool /*ok*/) {
+    {
+      absl::MutexLock lock(&mu_);
+      finish_done_ = true;
+    }
+    MaybeDone();
+  }
+
+  // Runs Done() once the stream has finished and no read is pending any more.
+  void MaybeDone() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (done_ || !finish_done_ || read_pending_) return;
+      done_ = true;
+    }
+    Done();
+  }
+
+  // The stream's last step (the callback API's OnDone): unregisters it and records the
+  // disconnection, exactly once.
+  void Done() {
     ReleasePending();
     const absl::Time now = absl::Now();
     std::string host_id;
@@ -185,12 +310,11 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         deps_.events->Record(std::move(event), now);
       }
     }
-    self_.reset();  // may delete this; nothing may follow
+    AgentServiceImpl* service = service_;
+    std::shared_ptr<AgentStream> self = std::move(self_);
+    service->StreamDone();
+    // `self` may delete this on return.
   }
-
- private:
-  static constexpr size_t kConfigSlot = 0;
-  static constexpr size_t kBundleSlot = 1;
 
   // The first message (or the end of the stream) frees the Hello-pending slot.
   void ReleasePending() {
@@ -217,7 +341,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     return event;
   }
 
-  // Runs on the fan-out thread for every stream: keep it to the queue and StartWrite. The
+  // Runs on the fan-out thread for every stream: keep it to the queue and the write. The
   // registry learns about the write when it completes (OnWriteDone).
   void Enqueue(size_t slot, Outgoing item) {
     absl::MutexLock lock(&mu_);
@@ -238,7 +362,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       sent_pushed_at_ = item.pushed_at;
     }
     gate_.WriteStarted();
-    StartWrite(&write_buffer_);
+    stream_.Write(write_buffer_, static_cast<CompletionTag*>(&write_tag_));
   }
 
   void RecordSent(uint64_t version) {
@@ -261,7 +385,9 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   bool FinishIf(bool now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!now) return false;
     queue_.Clear();
-    Finish(gate_.status());
+    for (const auto& [key, value] : trailing_metadata_) context_.AddTrailingMetadata(key, value);
+    trailing_metadata_.clear();
+    stream_.Finish(gate_.status(), static_cast<CompletionTag*>(&finish_tag_));
     return true;
   }
 
@@ -466,13 +592,20 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   AgentServiceImpl* const service_;
   const AgentServiceDeps deps_;
-  grpc::CallbackServerContext* const context_;  // valid until OnDone
-  const std::string peer_;
-  const std::string peer_address_;
-  std::atomic<bool> pending_{true};
+  AgentServiceImpl::Shard* const shard_;
+  grpc::ServerContext context_;
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_;
+  Tag accept_tag_{this, &AgentStream::OnAccepted};
+  Tag read_tag_{this, &AgentStream::OnReadDone};
+  Tag write_tag_{this, &AgentStream::OnWriteDone};
+  Tag finish_tag_{this, &AgentStream::OnFinishDone};
+
+  // Set on the queue thread when the call is accepted, before any other thread sees the stream.
+  std::string peer_;
+  std::string peer_address_;
   // CN and DNS SANs of the verified client certificate (empty without one).
-  const std::vector<std::string> identities_;
-  grpc::Alarm hello_alarm_;
+  std::vector<std::string> identities_;
+  std::atomic<bool> pending_{false};
 
   // Read path only (reads of one stream never overlap). host_id_/stream_id_ are written once,
   // under mu_, before the stream is registered for pushes.
@@ -481,7 +614,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   std::string nacked_nonce_;  // nonce of the last NACK that recorded an event
 
   absl::Mutex mu_;
-  std::string host_id_;     // set once at Hello (guarded for the write path and OnDone)
+  std::string host_id_;     // set once at Hello (guarded for the write path and Done)
   uint64_t stream_id_ = 0;  // registry stream id, 0 before Hello
   OutboundQueue<Outgoing, 2> queue_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // the write in flight
@@ -491,6 +624,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   uint64_t sent_version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sent_pushed_at_ ABSL_GUARDED_BY(mu_);
   FinishGate gate_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> trailing_metadata_ ABSL_GUARDED_BY(mu_);
+  bool read_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 
   std::shared_ptr<AgentStream> self_;
 };
@@ -498,18 +635,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 AgentServiceImpl::AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps deps)
     : options_(std::move(options)), deps_(deps) {}
 
-AgentServiceImpl::~AgentServiceImpl() = default;
-
-namespace {
-
-// A stream refused before any per-stream state exists: it finishes at once and deletes itself.
-class RefusedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
-};
-
-}  // namespace
+AgentServiceImpl::~AgentServiceImpl() { Stop(); }
 
 std::string PeerAddress(std::string_view peer) {
   if (!absl::StartsWith(ToAbslView(peer), "ipv4:") &&
@@ -520,38 +646,120 @@ std::string PeerAddress(std::string_view peer) {
   return std::string(colon > 5 ? peer.substr(0, colon) : peer);
 }
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* AgentServiceImpl::Connect(
-    grpc::CallbackServerContext* context) {
-  std::vector<std::string> identities = HostIdentities(*context->auth_context());
-  if (options_.require_client_certificate && identities.empty()) {
+void AgentServiceImpl::AddTo(grpc::ServerBuilder& builder) {
+  builder.RegisterService(this);
+  const size_t queues = std::clamp<size_t>(options_.completion_queues, 1, 256);
+  for (size_t i = 0; i < queues; ++i) {
+    auto shard = std::make_unique<Shard>();
+    shard->index = i;
+    shard->cq = builder.AddCompletionQueue();
+    shards_.push_back(std::move(shard));
+  }
+}
+
+void AgentServiceImpl::Start() {
+  started_ = true;
+  for (std::unique_ptr<Shard>& shard : shards_) {
+    RequestStream(*shard);
+    shard->thread = std::thread([this, s = shard.get()] { RunShard(*s); });
+  }
+}
+
+void AgentServiceImpl::RunShard(Shard& shard) {
+  for (;;) {
+    absl::Time deadline = absl::Now() + absl::Seconds(1);
+    if (!shard.hello_deadlines.empty()) {
+      deadline = std::min(deadline, shard.hello_deadlines.front().first);
+    }
+    void* tag = nullptr;
+    bool ok = false;
+    const grpc::CompletionQueue::NextStatus next =
+        shard.cq->AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
+    if (next == grpc::CompletionQueue::SHUTDOWN) return;
+    if (next == grpc::CompletionQueue::GOT_EVENT) static_cast<CompletionTag*>(tag)->Complete(ok);
+    const absl::Time now = absl::Now();
+    while (!shard.hello_deadlines.empty() && shard.hello_deadlines.front().first <= now) {
+      std::shared_ptr<AgentStream> stream = shard.hello_deadlines.front().second.lock();
+      shard.hello_deadlines.pop_front();
+      if (stream != nullptr) stream->HelloTimeout();
+    }
+  }
+}
+
+void AgentServiceImpl::RequestStream(Shard& shard) {
+  {
+    absl::MutexLock lock(&live_mu_);
+    ++live_;
+  }
+  std::make_shared<AgentStream>(this, &shard)->Request();
+}
+
+void AgentServiceImpl::StreamDone() {
+  absl::MutexLock lock(&live_mu_);
+  --live_;
+}
+
+void AgentServiceImpl::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (started_) {
+    // grpc::Server::Shutdown has ended every call and failed the outstanding requests; their
+    // last completions are on the queues, which the threads still drain.
+    absl::MutexLock lock(&live_mu_);
+    auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(live_mu_) { return live_ == 0; };
+    while (!live_mu_.AwaitWithTimeout(absl::Condition(&none), absl::Seconds(10))) {
+      Log(LogLevel::kWarning, absl::StrCat("waiting for ", live_, " agent streams to end"));
+    }
+  }
+  for (std::unique_ptr<Shard>& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->closed = true;
+    shard->mu.Await(absl::Condition(
+        +[](Shard* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return !s->wake_pending; },
+        shard.get()));
+  }
+  for (std::unique_ptr<Shard>& shard : shards_) shard->cq->Shutdown();
+  for (std::unique_ptr<Shard>& shard : shards_) {
+    if (shard->thread.joinable()) {
+      shard->thread.join();
+    } else {
+      void* tag = nullptr;
+      bool ok = false;
+      while (shard->cq->Next(&tag, &ok)) {
+      }
+    }
+  }
+}
+
+grpc::Status AgentServiceImpl::Admit(grpc::ServerContext& context,
+                                     std::vector<std::string>* identities,
+                                     std::string* peer_address) {
+  *identities = HostIdentities(*context.auth_context());
+  if (options_.require_client_certificate && identities->empty()) {
     if (deps_.auth != nullptr) deps_.auth->CountAgentDenial("no_client_certificate");
     RecordRefusal("no_client_certificate",
-                  absl::StrCat("agent stream from ", context->peer(),
+                  absl::StrCat("agent stream from ", context.peer(),
                                " refused: no verified client certificate"));
-    return new RefusedStream(grpc::Status(
-        grpc::StatusCode::UNAUTHENTICATED,
-        "agents must present a client certificate signed by the fleet CA (rxfleet-agent "
-        "--tls-cert/--tls-key; see docs/SECURITY.md)"));
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "agents must present a client certificate signed by the fleet CA "
+                        "(rxfleet-agent --tls-cert/--tls-key; see docs/SECURITY.md)");
   }
-  std::string peer_address = PeerAddress(context->peer());
+  *peer_address = PeerAddress(context.peer());
   std::string reason;
-  if (!AcquirePending(peer_address, &reason)) {
-    RecordRefusal(reason, absl::StrCat("agent stream from ", context->peer(), " refused: ",
+  if (!AcquirePending(*peer_address, &reason)) {
+    RecordRefusal(reason, absl::StrCat("agent stream from ", context.peer(), " refused: ",
                                        reason == "hello_pending_peer"
                                            ? "too many streams of this address without a Hello"
                                            : "too many streams without a Hello"));
-    return new RefusedStream(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("too many agent streams without a Hello (",
-                     reason == "hello_pending_peer"
-                         ? absl::StrCat(options_.max_pending_hello_per_peer, " from ", peer_address)
-                         : absl::StrCat(options_.max_pending_hello, " in total"),
-                     "); send the Hello first, then open more streams")));
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("too many agent streams without a Hello (",
+                                     reason == "hello_pending_peer"
+                                         ? absl::StrCat(options_.max_pending_hello_per_peer,
+                                                        " from ", *peer_address)
+                                         : absl::StrCat(options_.max_pending_hello, " in total"),
+                                     "); send the Hello first, then open more streams"));
   }
-  auto stream =
-      std::make_shared<AgentStream>(this, context, std::move(identities), std::move(peer_address));
-  stream->Start();
-  return stream.get();
+  return grpc::Status::OK;
 }
 
 bool AgentServiceImpl::AcquirePending(const std::string& peer, std::string* reason) {
@@ -626,20 +834,57 @@ grpc::ByteBuffer AgentServiceImpl::ConfigMessage() const {
 void AgentServiceImpl::PushCurrentBundle() {
   const std::shared_ptr<const SharedBundle> bundle = CurrentBundle();
   const absl::Time start = absl::Now();
-  std::vector<std::shared_ptr<AgentStream>> streams;
+  std::vector<std::vector<std::shared_ptr<AgentStream>>> by_shard(shards_.size());
+  size_t total = 0;
   {
     absl::MutexLock lock(&mu_);
-    streams.reserve(streams_.size());
-    for (const auto& [host, stream] : streams_) streams.push_back(stream);
+    if (shutting_down_) return;
+    total = streams_.size();
+    for (const auto& [host, stream] : streams_) {
+      by_shard[stream->shard_index()].push_back(stream);
+    }
   }
-  for (const std::shared_ptr<AgentStream>& stream : streams) {
-    stream->PushBundle(bundle, bundle->published());
+  // The last queue to have started its writes records the fan-out.
+  struct Round {
+    std::atomic<size_t> remaining{0};
+    std::function<void()> done;
+  };
+  auto round = std::make_shared<Round>();
+  round->done = [this, bundle, start, total] {
+    const absl::Duration took = absl::Now() - start;
+    deps_.metrics->pushes->Increment();
+    deps_.metrics->fanout_seconds->Observe(absl::ToDoubleSeconds(took));
+    Log(LogLevel::kInfo,
+        absl::StrCat("pushed bundle version ", bundle->version(), " (", bundle->body_size(),
+                     " bytes) to ", total, " agents in ", absl::FormatDuration(took)));
+  };
+  if (!options_.push_on_queue_threads || !started_) {
+    for (const std::vector<std::shared_ptr<AgentStream>>& streams : by_shard) {
+      for (const std::shared_ptr<AgentStream>& stream : streams) {
+        stream->PushBundle(bundle, bundle->published());
+      }
+    }
+    round->done();
+    return;
   }
-  deps_.metrics->pushes->Increment();
-  deps_.metrics->fanout_seconds->Observe(absl::ToDoubleSeconds(absl::Now() - start));
-  Log(LogLevel::kInfo, absl::StrCat("pushed bundle version ", bundle->version(), " (",
-                                    bundle->body_size(), " bytes) to ", streams.size(),
-                                    " agents in ", absl::FormatDuration(absl::Now() - start)));
+  for (const std::vector<std::shared_ptr<AgentStream>>& streams : by_shard) {
+    if (!streams.empty()) ++round->remaining;
+  }
+  if (round->remaining == 0) {
+    round->done();
+    return;
+  }
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (by_shard[i].empty()) continue;
+    auto task = [round, bundle, streams = std::move(by_shard[i])] {
+      for (const std::shared_ptr<AgentStream>& stream : streams) {
+        stream->PushBundle(bundle, bundle->published());
+      }
+      if (--round->remaining == 0) round->done();
+    };
+    // A closed queue belongs to a server that is stopping: its streams are ending anyway.
+    if (!shards_[i]->Post(std::move(task)) && --round->remaining == 0) round->done();
+  }
 }
 
 void AgentServiceImpl::Shutdown(absl::Duration spread) {

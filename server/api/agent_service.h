@@ -1,12 +1,19 @@
 #pragma once
 
-// AgentService.Connect on the gRPC callback API: one reactor per agent stream, owning its
+// AgentService.Connect on the gRPC async API: one AgentStream per agent stream, owning its
 // outbound queue (one ServerConfig slot, one PolicyBundle slot; bundles coalesce to the
 // newest). Each host's bundle carries its adapters' experiment assignments, appended to the
 // shared body; when an inventory or update changes them, the current bundle is sent again to
 // that host. The method is registered raw (ByteBuffer in and out) so that a bundle is serialised
 // once per version and its bytes are shared by every stream (see bundle_message.h); agent
 // messages are parsed here.
+//
+// Transport: the streams are sharded over `completion_queues` server completion queues, each
+// drained by its own thread, so the operations pending on one queue (every idle stream keeps a
+// read pending) stay a fraction of the fleet; a push hands each queue's streams to that queue's
+// thread. (Debian's libgrpc checks every pending operation of a queue at each completion, so
+// one queue for all streams makes a fan-out quadratic; see docs/PERFORMANCE.md.) The other
+// services of the server stay on the callback API; both share one grpc::Server.
 //
 // Protocol (proto/rxfleet/v1/agent_service.proto): the first message must be a valid Hello,
 // else the stream ends with INVALID_ARGUMENT (DEADLINE_EXCEEDED if no message arrives within
@@ -21,6 +28,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,6 +51,7 @@
 namespace rxfleet::server {
 
 class AgentStream;
+class CompletionTag;
 class ExperimentController;
 
 /// The trailing metadata key of the UNAVAILABLE status that ends agent streams while the server
@@ -66,6 +75,11 @@ struct AgentServiceOptions {
   /// exists (counted in rxfleet_server_streams_refused_total, logged at most every 10 s).
   size_t max_pending_hello = 1024;
   size_t max_pending_hello_per_peer = 64;
+  /// Server completion queues (and threads) the agent streams are sharded over, 1..256.
+  size_t completion_queues = 8;
+  /// true: a push hands each queue's streams to that queue's thread (the writes are started
+  /// in parallel); false: the pushing thread starts every write itself.
+  bool push_on_queue_threads = true;
 };
 
 /// The IP address part of a gRPC peer string ("ipv4:10.0.0.5:51234" -> "ipv4:10.0.0.5",
@@ -85,14 +99,21 @@ struct AgentServiceDeps {
   ExperimentController* experiments = nullptr;
 };
 
+/// Lifecycle: AddTo(builder) before builder.BuildAndStart(), Start() after it; Shutdown()
+/// before grpc::Server::Shutdown, Stop() after it (the destructor stops too).
 class AgentServiceImpl final
-    : public v1::AgentService::WithRawCallbackMethod_Connect<v1::AgentService::Service> {
+    : public v1::AgentService::WithRawMethod_Connect<v1::AgentService::Service> {
  public:
   AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps deps);
   ~AgentServiceImpl() override;
 
-  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Connect(
-      grpc::CallbackServerContext* context) override;
+  /// Registers the service and adds its completion queues to `builder`. Call once.
+  void AddTo(grpc::ServerBuilder& builder);
+  /// Starts the queue threads and accepting streams, once, after BuildAndStart succeeded.
+  void Start();
+  /// After grpc::Server::Shutdown (which ends every call): waits until every stream is done,
+  /// then shuts the completion queues down and joins their threads. Idempotent.
+  void Stop();
 
   /// Queues the current bundle on every stream that said Hello (the debouncer's action). The
   /// bundle is serialised once; the stream list is copied under the lock and the loop runs
@@ -112,6 +133,20 @@ class AgentServiceImpl final
  private:
   friend class AgentStream;
   class ExperimentController;
+  struct Shard;
+
+  /// The one admission point: decides whether a new stream (its context, before any message)
+  /// is accepted. OK: accepted, *identities and *peer_address are filled and the stream holds
+  /// a Hello-pending slot of *peer_address. Otherwise the status to end the stream with (it
+  /// is counted and logged here).
+  grpc::Status Admit(grpc::ServerContext& context, std::vector<std::string>* identities,
+                     std::string* peer_address);
+  /// Requests the next stream on `shard` (one request outstanding per queue).
+  void RequestStream(Shard& shard);
+  /// The loop of one queue's thread: completions, then expired Hello deadlines.
+  void RunShard(Shard& shard);
+  /// A stream was accepted or refused by gRPC (`ok` false: the server is shutting down).
+  void StreamDone();
 
   /// The current bundle as a SharedBundle, created once per bundle version.
   std::shared_ptr<const SharedBundle> CurrentBundle();
@@ -145,6 +180,13 @@ class AgentServiceImpl final
 
   absl::Mutex bundle_mu_;
   std::shared_ptr<const SharedBundle> bundle_ ABSL_GUARDED_BY(bundle_mu_);
+
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<bool> started_{false};  // read by pushes from other threads
+  bool stopped_ = false;
+  // AgentStream objects that have an operation pending (requested, accepted, not done).
+  absl::Mutex live_mu_;
+  size_t live_ ABSL_GUARDED_BY(live_mu_) = 0;
 };
 
 }  // namespace rxfleet::server

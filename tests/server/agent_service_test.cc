@@ -176,6 +176,70 @@ TEST(AgentServiceTest, ABurstOfChangesIsPushedAsFewBundlesEndingAtTheLatest) {
   }
 }
 
+// Streams sharded over a few completion queues: every one gets every change and its ACK counts,
+// whether a push starts the writes on each queue's thread or on the pushing thread; a stale ACK
+// (an older nonce) is ignored and a replaced stream ends with ABORTED on any queue.
+class ShardedAgentServiceTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShardedAgentServiceTest, ManyStreamsOnFewQueuesAllGetEveryChange) {
+  FleetServerOptions options;
+  options.agent_completion_queues = 3;
+  options.push_on_queue_threads = GetParam();
+  std::unique_ptr<TestServer> server = TestServer::Start(options);
+  ASSERT_NE(server, nullptr);
+  constexpr int kAgents = 24;
+  std::vector<std::unique_ptr<TestAgent>> agents;
+  std::vector<v1::PolicyBundle> first;
+  for (int i = 0; i < kAgents; ++i) {
+    agents.push_back(std::make_unique<TestAgent>(server->address()));
+    ASSERT_TRUE(agents.back()->Connect("h" + std::to_string(i)));
+  }
+  for (const std::unique_ptr<TestAgent>& agent : agents) {
+    std::optional<v1::PolicyBundle> bundle = agent->WaitForBundle(1);
+    ASSERT_TRUE(bundle.has_value());
+    first.push_back(*bundle);
+  }
+  uint64_t version = 0;
+  for (int change = 0; change < 3; ++change) {
+    absl::StatusOr<v1::ApplyPolicyResponse> applied =
+        server->ApplyHold("p", change % 2 == 0 ? 64 : 96);
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    version = applied->bundle_version();
+    for (const std::unique_ptr<TestAgent>& agent : agents) {
+      std::optional<v1::PolicyBundle> bundle = agent->WaitForBundle(version);
+      ASSERT_TRUE(bundle.has_value()) << "change " << change;
+      ASSERT_TRUE(agent->Ack(*bundle));
+    }
+  }
+  // A late ACK of the first bundle (an older nonce) must not move the host back.
+  ASSERT_TRUE(agents[0]->Ack(first[0]));
+  for (int i = 0; i < kAgents; ++i) {
+    ASSERT_TRUE(WaitFor([&] {
+      absl::StatusOr<v1::Host> host = server->GetHost("h" + std::to_string(i));
+      return host.ok() && host->status().connected() &&
+             host->status().last_acked_version() == version;
+    })) << "h"
+        << i;
+  }
+  // Replacing streams: each old one ends with ABORTED, the new ones get the current bundle.
+  std::vector<std::unique_ptr<TestAgent>> replacements;
+  for (int i = 0; i < kAgents; i += 5) {
+    replacements.push_back(std::make_unique<TestAgent>(server->address()));
+    ASSERT_TRUE(replacements.back()->Connect("h" + std::to_string(i)));
+    EXPECT_EQ(agents[i]->WaitForEnd().error_code(), grpc::StatusCode::ABORTED);
+    ASSERT_TRUE(replacements.back()->WaitForBundle(version).has_value());
+  }
+  server->Stop();
+  for (const std::unique_ptr<TestAgent>& agent : replacements) {
+    EXPECT_EQ(agent->WaitForEnd().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PushThread, ShardedAgentServiceTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "OnQueueThreads" : "OnPushingThread";
+                         });
+
 TEST(AgentServiceTest, ShutdownEndsStreamsWithUnavailable) {
   std::unique_ptr<TestServer> server = TestServer::Start();
   ASSERT_NE(server, nullptr);
