@@ -175,6 +175,12 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   agent_options.hello_timeout = options.hello_timeout;
   agent_options.max_pending_hello = options.max_pending_hello;
   agent_options.max_pending_hello_per_peer = options.max_pending_hello_per_peer;
+  agent_options.admission.accept_rate = options.agent_accept_rate;
+  agent_options.admission.accept_burst = options.agent_accept_burst;
+  agent_options.admission.max_streams = options.max_agent_streams;
+  if (absl::Status invalid = ValidateAdmissionOptions(agent_options.admission); !invalid.ok()) {
+    return invalid;
+  }
   if (options.max_concurrent_streams < 1 || options.max_pending_hello < 1 ||
       options.max_pending_hello_per_peer < 1 || options.grpc_memory_bytes < (size_t{16} << 20)) {
     return absl::InvalidArgumentError(

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/link_limits.h"
+#include "server/api/admission.h"
 
 namespace rxfleet::server {
 
@@ -100,6 +101,12 @@ struct FleetServerOptions {
   /// Agent streams without a Hello yet, in total and per peer IP (see AgentServiceOptions).
   size_t max_pending_hello = 1024;
   size_t max_pending_hello_per_peer = 64;
+  /// New agent streams accepted per second (token bucket rate, > 0) and back to back (burst,
+  /// >= 1), and agent streams open at once (connected or Hello-pending, >= 1); beyond them a
+  /// stream is refused with a retry hint (server/api/admission.h).
+  double agent_accept_rate = AdmissionOptions{}.accept_rate;
+  size_t agent_accept_burst = AdmissionOptions{}.accept_burst;
+  size_t max_agent_streams = AdmissionOptions{}.max_streams;
   /// Largest bundle message a host may get (bytes, 64 KiB .. common::kMaxServerMessageBytes,
   /// what agents accept): policy and experiment changes that would make one larger are
   /// refused (server/api/bundle_limit.h).

@@ -1,6 +1,8 @@
 #include "agent/link/server_link.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -10,6 +12,7 @@
 #include "agent/link/bundle_file.h"
 #include "common/link_limits.h"
 #include "common/proto/time.h"
+#include "common/retry_after.h"
 
 namespace rxfleet::agent {
 namespace {
@@ -215,13 +218,18 @@ void ServerLink::Loop() {
       const bool short_lived = absl::Now() - started < options_.backoff.max;
       if (stream_was_configured_ && !(short_lived && error == last_end_error_)) backoff_.Reset();
       last_end_error_ = error;
-      delay = backoff_.NextDelay() * absl::Uniform(gen, 0.5, 1.0);
+      delay =
+          common::ReconnectDelay(backoff_.NextDelay() * absl::Uniform(gen, 0.5, 1.0), retry_hint_,
+                                 absl::Uniform(gen, 0.0, common::kRetryHintJitter));
     }
     PublishStatus();
     Log(LogLevel::kWarning,
         absl::StrCat("stream to ", options_.server_address, " ended (",
                      ended.ok() ? std::string("OK") : ended.error_message(), "); retrying in ",
-                     absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1)))));
+                     absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1))),
+                     retry_hint_.has_value() ? absl::StrCat(" (the server asked for at least ",
+                                                            absl::FormatDuration(*retry_hint_), ")")
+                                             : ""));
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
   }
@@ -246,6 +254,7 @@ grpc::Status ServerLink::Explained(grpc::Status ended) const {
 }
 
 grpc::Status ServerLink::RunStream() {
+  retry_hint_.reset();  // only the stream that ends now may set it
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(options_.keepalive_time));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Milliseconds(options_.keepalive_timeout));
@@ -327,6 +336,20 @@ grpc::Status ServerLink::RunStream() {
   }
   writer.join();
   const grpc::Status status = stream->Finish();
+  const std::multimap<grpc::string_ref, grpc::string_ref>& trailers =
+      context.GetServerTrailingMetadata();
+  auto hint = trailers.find(grpc::string_ref(common::kRetryAfterMetadataKey.data(),
+                                             common::kRetryAfterMetadataKey.size()));
+  if (hint != trailers.end()) {
+    absl::StatusOr<absl::Duration> parsed =
+        common::ParseRetryAfter(std::string_view(hint->second.data(), hint->second.size()));
+    if (parsed.ok()) {
+      retry_hint_ = *parsed;
+    } else {
+      Log(LogLevel::kWarning,
+          absl::StrCat("ignoring the server's retry hint: ", parsed.status().message()));
+    }
+  }
   absl::MutexLock lock(&mu_);
   context_ = nullptr;
   return status;

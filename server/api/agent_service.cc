@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
+#include "common/retry_after.h"
 #include "common/string_view_compat.h"
 #include "rxfleet/version.h"
 #include "server/api/finish_gate.h"
@@ -155,6 +156,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void OnDone() override {
     hello_alarm_.Cancel();
     ReleasePending();
+    service_->admission_.Release();
     const absl::Time now = absl::Now();
     std::string host_id;
     uint64_t stream_id = 0;
@@ -483,16 +485,23 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 };
 
 AgentServiceImpl::AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps deps)
-    : options_(std::move(options)), deps_(deps) {}
+    : options_(std::move(options)), deps_(deps), admission_(options_.admission) {}
 
 AgentServiceImpl::~AgentServiceImpl() = default;
 
 namespace {
 
 // A stream refused before any per-stream state exists: it finishes at once and deletes itself.
+// With `retry_after`, the status carries the retry hint as trailing metadata.
 class RefusedStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  RefusedStream(grpc::CallbackServerContext* context, const grpc::Status& status,
+                absl::Duration retry_after) {
+    context->AddTrailingMetadata(std::string(common::kRetryAfterMetadataKey),
+                                 common::FormatRetryAfter(retry_after));
+    Finish(status);
+  }
   void OnDone() override { delete this; }
 };
 
@@ -520,9 +529,17 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* AgentServiceImpl::C
         "agents must present a client certificate signed by the fleet CA (rxfleet-agent "
         "--tls-cert/--tls-key; see docs/SECURITY.md)"));
   }
+  if (AdmissionDecision admission = admission_.TryAdmit(); !admission.admitted) {
+    RecordRefusal(admission.reason, absl::StrCat("agent stream from ", context->peer(),
+                                                 " refused: ", admission.message));
+    return new RefusedStream(context,
+                             grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, admission.message),
+                             admission.retry_after);
+  }
   std::string peer_address = PeerAddress(context->peer());
   std::string reason;
   if (!AcquirePending(peer_address, &reason)) {
+    admission_.Release();
     RecordRefusal(reason, absl::StrCat("agent stream from ", context->peer(), " refused: ",
                                        reason == "hello_pending_peer"
                                            ? "too many streams of this address without a Hello"

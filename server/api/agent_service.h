@@ -13,7 +13,8 @@
 // hello_timeout; in TLS mode the Hello must match the client certificate, see
 // AgentServiceOptions). In TLS mode a stream on a connection without a verified client
 // certificate is refused with UNAUTHENTICATED at once, before it can send anything; streams
-// beyond the Hello-pending bounds are refused with RESOURCE_EXHAUSTED. The server then sends
+// beyond the Hello-pending bounds, the accept rate or the stream cap are refused with
+// RESOURCE_EXHAUSTED (the last two with a retry hint, common/retry_after.h). The server then sends
 // ServerConfig and the current bundle; later bundles follow every change, each with a fresh nonce.
 // ACK/NACKs whose nonce is not the stream's latest bundle are stale and ignored. A newer stream for
 // the same host ends the older one with ABORTED. Shutdown ends every stream with UNAVAILABLE.
@@ -31,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rxfleet/v1/agent_service.grpc.pb.h"
+#include "server/api/admission.h"
 #include "server/api/bundle_message.h"
 #include "server/api/log_limiter.h"
 #include "server/auth/authorizer.h"
@@ -61,6 +63,11 @@ struct AgentServiceOptions {
   /// exists (counted in rxfleet_server_streams_refused_total, logged at most every 10 s).
   size_t max_pending_hello = 1024;
   size_t max_pending_hello_per_peer = 64;
+  /// Accept rate and stream cap (server/api/admission.h): a new stream beyond either is refused
+  /// with RESOURCE_EXHAUSTED and trailing metadata rxfleet-retry-after-ms (counted in
+  /// rxfleet_server_streams_refused_total{reason="accept_rate"|"max_agent_streams"}). Must be
+  /// valid (ValidateAdmissionOptions).
+  AdmissionOptions admission;
 };
 
 /// The IP address part of a gRPC peer string ("ipv4:10.0.0.5:51234" -> "ipv4:10.0.0.5",
@@ -131,6 +138,7 @@ class AgentServiceImpl final
   size_t pending_total_ ABSL_GUARDED_BY(pending_mu_) = 0;
   std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(pending_mu_);
   LogLimiter log_;
+  Admission admission_;  // one slot per AgentStream, taken in Connect, freed in its OnDone
 
   absl::Mutex bundle_mu_;
   std::shared_ptr<const SharedBundle> bundle_ ABSL_GUARDED_BY(bundle_mu_);
