@@ -70,8 +70,8 @@ AdmissionDecision Admission::TryAdmit(absl::Time now) {
   decision.retry_after = std::clamp(slot - now + token_time_ * absl::Uniform(gen_, 0.0, 1.0),
                                     absl::Milliseconds(1), options_.max_retry_after);
   decision.message = absl::StrFormat(
-      "agent streams are being accepted at most %g per second (--agent-accept-rate, burst %d "
-      "--agent-accept-burst); retry after %s ms (%s)",
+      "agent streams are being accepted at most %g per second (--agent-accept-rate) after "
+      "a burst of %d (--agent-accept-burst); retry after %s ms (%s)",
       options_.accept_rate, options_.accept_burst, common::FormatRetryAfter(decision.retry_after),
       common::kRetryAfterMetadataKey.data());
   return decision;

@@ -293,7 +293,7 @@ TEST(HttpBoundsTest, TwoIdleConnectionsDoNotStopAScrape) {
 
 // Admission control over loopback: beyond the accept burst, streams are refused with
 // RESOURCE_EXHAUSTED naming the flag and a retry hint in the trailing metadata; counted by reason.
-TEST(AdmissionTest, StreamsBeyondTheAcceptRateAreRefusedWithARetryHint) {
+TEST(AdmissionLoopbackTest, StreamsBeyondTheAcceptRateAreRefusedWithARetryHint) {
   FleetServerOptions options;
   options.http_listen = "127.0.0.1:0";
   options.agent_accept_rate = 0.01;  // no token comes back during the test
@@ -325,7 +325,7 @@ TEST(AdmissionTest, StreamsBeyondTheAcceptRateAreRefusedWithARetryHint) {
               HasSubstr("rxfleet_server_streams_refused_total{reason=\"accept_rate\"} 3"));
 }
 
-TEST(AdmissionTest, StreamsBeyondTheCapAreRefusedUntilOneEnds) {
+TEST(AdmissionLoopbackTest, StreamsBeyondTheCapAreRefusedUntilOneEnds) {
   FleetServerOptions options;
   options.max_agent_streams = 2;
   std::unique_ptr<TestServer> server = TestServer::Start(options);
