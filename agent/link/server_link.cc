@@ -218,9 +218,12 @@ void ServerLink::Loop() {
       const bool short_lived = absl::Now() - started < options_.backoff.max;
       if (stream_was_configured_ && !(short_lived && error == last_end_error_)) backoff_.Reset();
       last_end_error_ = error;
-      delay =
-          common::ReconnectDelay(backoff_.NextDelay() * absl::Uniform(gen, 0.5, 1.0), retry_hint_,
-                                 absl::Uniform(gen, 0.0, common::kRetryHintJitter));
+      // A server that says when to come back paces the agent itself: its refusals do not
+      // grow the backoff (which only guards servers that give no hint).
+      const absl::Duration backoff =
+          retry_hint_.has_value() ? backoff_.PeekDelay() : backoff_.NextDelay();
+      delay = common::ReconnectDelay(backoff * absl::Uniform(gen, 0.5, 1.0), retry_hint_,
+                                     absl::Uniform(gen, 0.0, common::kRetryHintJitter));
     }
     PublishStatus();
     Log(LogLevel::kWarning,
@@ -300,7 +303,7 @@ grpc::Status ServerLink::RunStream() {
   }
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream =
       stub->Connect(&context);
-  std::thread writer([&] { WriteLoop(stream.get(), &context); });
+  std::thread writer([&] { WriteLoop(stream.get()); });
   v1::ServerMessage message;
   bool configured = false;
   while (stream->Read(&message)) {
@@ -355,8 +358,7 @@ grpc::Status ServerLink::RunStream() {
   return status;
 }
 
-void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream,
-                           grpc::ClientContext* context) {
+void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream) {
   absl::MutexLock lock(&mu_);
   last_sent_ = absl::Now();
   while (true) {
@@ -387,8 +389,9 @@ void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::Server
     const bool written = stream->Write(message);
     mu_.Lock();
     if (!written) {
-      // The stream is broken; make the reader see it too.
-      context->TryCancel();
+      // The call is over (the server finished it or the transport broke), so the reader's Read
+      // fails too. Not cancelled here: a cancel would replace the server's status and trailing
+      // metadata (e.g. a refusal's retry hint) with CANCELLED.
       return;
     }
     if (window_seq.has_value()) {

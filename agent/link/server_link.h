@@ -17,7 +17,8 @@
 // [0.5, 1] (jitter), reset once a stream has received its ServerConfig. A stream that ends
 // with the server's retry hint (trailing metadata rxfleet-retry-after-ms, common/retry_after.h:
 // admission control's RESOURCE_EXHAUSTED, a draining server's UNAVAILABLE) waits at least the
-// hint, plus 0-20 % jitter, before the next attempt (common::ReconnectDelay); hints are cut to
+// hint, plus 0-20 % jitter, before the next attempt (common::ReconnectDelay), and such an end
+// does not grow the backoff (the server paces the agent); hints are cut to
 // common::kMaxRetryAfter, and a malformed one is logged and ignored.
 //
 // Metric windows: finished experiment windows (SendMetricWindow) wait in a bounded queue
@@ -154,8 +155,7 @@ class ServerLink {
   // (common::ExplainTlsFailure), unchanged otherwise.
   grpc::Status Explained(grpc::Status ended) const;
   grpc::Status RunStream();
-  void WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream,
-                 grpc::ClientContext* context);
+  void WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream);
   void HandleBundle(const v1::PolicyBundle& bundle);
   /// Start(): applies <state-dir>/bundle.pb unless it is missing, unreadable, invalid or
   /// another host's (each logged).

@@ -361,7 +361,7 @@ class Agent {
     if (configured_) failures_ = 0;  // the stream got a bundle: the backoff starts over
     configured_ = false;
     const double backoff_seconds = std::min(60.0, std::pow(2.0, std::min(failures_, 10)));
-    ++failures_;
+    if (!hint.has_value()) ++failures_;  // a hint paces the agent; its refusals keep the backoff
     const absl::Duration delay = rxfleet::common::ReconnectDelay(
         absl::Seconds(backoff_seconds) * absl::Uniform(gen_, 0.5, 1.0), hint,
         absl::Uniform(gen_, 0.0, rxfleet::common::kRetryHintJitter));

@@ -3,7 +3,8 @@
 # connect AGENTS protocol-level agents over CHANNELS TCP connections with rxfleet-loadgen
 # (--storm-rounds 1), restart the server with SIGTERM on the same port and database, and report
 # how long until every agent is connected and has ACKed again, how many streams were refused
-# with a retry hint, and the latency of `rxfleetctl get hosts` run back to back during the storm.
+# with a retry hint, and the latency of `rxfleetctl get hosts` run back to back during the storm
+# (and three times before the restart, for comparison).
 # Extra arguments go to both server starts (e.g. --agent-accept-rate 1000000 to lift the limit).
 #
 #   bench/server/storm.sh [--build-dir build/release] [--agents 10000] [--channels 10000]
@@ -68,6 +69,12 @@ until grep -q "agents connected; waiting" "$out_dir/loadgen.log"; do
 done
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $agents agents on $channels connections, server flags: ${server_flags[*]:-(defaults)}"
 grep "first bundle" "$out_dir/loadgen.log"
+# The API's normal time with every agent connected, for comparison.
+for i in 1 2 3; do
+  t0=$(date +%s.%N)
+  "$ctl_bin" --insecure --server "127.0.0.1:$port" get hosts >/dev/null
+  echo "get hosts before the restart: $(echo "$(date +%s.%N) - $t0" | bc) s"
+done
 kill -TERM "$server_pid"; wait "$server_pid" 2>/dev/null || true
 restart=$(date +%s.%N)
 start_server "$port" "$out_dir/server-2.log"
