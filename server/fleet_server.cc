@@ -215,6 +215,12 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   if (options.agent_completion_queues < 1 || options.agent_completion_queues > 256) {
     return absl::InvalidArgumentError("agent-completion-queues must be in 1..256");
   }
+  agent_options.admission.accept_rate = options.agent_accept_rate;
+  agent_options.admission.accept_burst = options.agent_accept_burst;
+  agent_options.admission.max_streams = options.max_agent_streams;
+  if (absl::Status invalid = ValidateAdmissionOptions(agent_options.admission); !invalid.ok()) {
+    return invalid;
+  }
   if (options.max_concurrent_streams < 1 || options.max_pending_hello < 1 ||
       options.max_pending_hello_per_peer < 1 || options.grpc_memory_bytes < (size_t{16} << 20)) {
     return absl::InvalidArgumentError(

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/link_limits.h"
+#include "server/api/admission.h"
 
 namespace rxfleet::server {
 
@@ -110,6 +111,12 @@ struct FleetServerOptions {
   /// settings so they override them; for tuning and benchmarks (--grpc-arg). Names are
   /// gRPC's ("grpc.experimental.tcp_read_chunk_size"); gRPC ignores unknown names.
   std::vector<std::pair<std::string, int>> grpc_int_args;
+  /// New agent streams accepted per second (token bucket rate, > 0) and back to back (burst,
+  /// >= 1), and agent streams open at once (connected or Hello-pending, >= 1); beyond them a
+  /// stream is refused with a retry hint (server/api/admission.h).
+  double agent_accept_rate = AdmissionOptions{}.accept_rate;
+  size_t agent_accept_burst = AdmissionOptions{}.accept_burst;
+  size_t max_agent_streams = AdmissionOptions{}.max_streams;
   /// Largest bundle message a host may get (bytes, 64 KiB .. common::kMaxServerMessageBytes,
   /// what agents accept): policy and experiment changes that would make one larger are
   /// refused (server/api/bundle_limit.h).

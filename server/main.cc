@@ -224,6 +224,20 @@ int main(int argc, char** argv) {
         }
         return "";
       });
+  app.add_option("--agent-accept-rate", options.agent_accept_rate,
+                 "new agent streams accepted per second on average; more are refused with "
+                 "RESOURCE_EXHAUSTED and a retry hint the agents honour (reconnect storms)")
+      ->default_val(options.agent_accept_rate)
+      ->check(CLI::Range(0.001, 1e6));
+  app.add_option("--agent-accept-burst", options.agent_accept_burst,
+                 "new agent streams accepted back to back after a quiet period")
+      ->default_val(options.agent_accept_burst)
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-agent-streams", options.max_agent_streams,
+                 "agent streams this server holds at once (connected or waiting for their "
+                 "Hello); more are refused with RESOURCE_EXHAUSTED and a retry hint")
+      ->default_val(options.max_agent_streams)
+      ->check(CLI::Range(1, 10000000));
   app.add_option("--max-bundle-bytes", options.max_bundle_bytes,
                  "largest bundle message a host may get; policy and experiment changes that "
                  "would make one larger are refused (agents accept at most 4194304)")

@@ -1,6 +1,8 @@
 #include "agent/link/server_link.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -10,6 +12,7 @@
 #include "agent/link/bundle_file.h"
 #include "common/link_limits.h"
 #include "common/proto/time.h"
+#include "common/retry_after.h"
 
 namespace rxfleet::agent {
 namespace {
@@ -215,13 +218,21 @@ void ServerLink::Loop() {
       const bool short_lived = absl::Now() - started < options_.backoff.max;
       if (stream_was_configured_ && !(short_lived && error == last_end_error_)) backoff_.Reset();
       last_end_error_ = error;
-      delay = backoff_.NextDelay() * absl::Uniform(gen, 0.5, 1.0);
+      // A server that says when to come back paces the agent itself: its refusals do not
+      // grow the backoff (which only guards servers that give no hint).
+      const absl::Duration backoff =
+          retry_hint_.has_value() ? backoff_.PeekDelay() : backoff_.NextDelay();
+      delay = common::ReconnectDelay(backoff * absl::Uniform(gen, 0.5, 1.0), retry_hint_,
+                                     absl::Uniform(gen, 0.0, common::kRetryHintJitter));
     }
     PublishStatus();
     Log(LogLevel::kWarning,
         absl::StrCat("stream to ", options_.server_address, " ended (",
                      ended.ok() ? std::string("OK") : ended.error_message(), "); retrying in ",
-                     absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1)))));
+                     absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1))),
+                     retry_hint_.has_value() ? absl::StrCat(" (the server asked for at least ",
+                                                            absl::FormatDuration(*retry_hint_), ")")
+                                             : ""));
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
   }
@@ -246,6 +257,7 @@ grpc::Status ServerLink::Explained(grpc::Status ended) const {
 }
 
 grpc::Status ServerLink::RunStream() {
+  retry_hint_.reset();  // only the stream that ends now may set it
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(options_.keepalive_time));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Milliseconds(options_.keepalive_timeout));
@@ -291,7 +303,7 @@ grpc::Status ServerLink::RunStream() {
   }
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream =
       stub->Connect(&context);
-  std::thread writer([&] { WriteLoop(stream.get(), &context); });
+  std::thread writer([&] { WriteLoop(stream.get()); });
   v1::ServerMessage message;
   bool configured = false;
   while (stream->Read(&message)) {
@@ -327,13 +339,26 @@ grpc::Status ServerLink::RunStream() {
   }
   writer.join();
   const grpc::Status status = stream->Finish();
+  const std::multimap<grpc::string_ref, grpc::string_ref>& trailers =
+      context.GetServerTrailingMetadata();
+  auto hint = trailers.find(grpc::string_ref(common::kRetryAfterMetadataKey.data(),
+                                             common::kRetryAfterMetadataKey.size()));
+  if (hint != trailers.end()) {
+    absl::StatusOr<absl::Duration> parsed =
+        common::ParseRetryAfter(std::string_view(hint->second.data(), hint->second.size()));
+    if (parsed.ok()) {
+      retry_hint_ = *parsed;
+    } else {
+      Log(LogLevel::kWarning,
+          absl::StrCat("ignoring the server's retry hint: ", parsed.status().message()));
+    }
+  }
   absl::MutexLock lock(&mu_);
   context_ = nullptr;
   return status;
 }
 
-void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream,
-                           grpc::ClientContext* context) {
+void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream) {
   absl::MutexLock lock(&mu_);
   last_sent_ = absl::Now();
   while (true) {
@@ -364,8 +389,9 @@ void ServerLink::WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::Server
     const bool written = stream->Write(message);
     mu_.Lock();
     if (!written) {
-      // The stream is broken; make the reader see it too.
-      context->TryCancel();
+      // The call is over (the server finished it or the transport broke), so the reader's Read
+      // fails too. Not cancelled here: a cancel would replace the server's status and trailing
+      // metadata (e.g. a refusal's retry hint) with CANCELLED.
       return;
     }
     if (window_seq.has_value()) {

@@ -14,7 +14,12 @@
 //
 // Reconnects: every attempt uses a fresh channel; after a failed or ended stream the link waits
 // an exponential backoff (1 s doubling to 60 s by default) scaled by a random factor in
-// [0.5, 1] (jitter), reset once a stream has received its ServerConfig.
+// [0.5, 1] (jitter), reset once a stream has received its ServerConfig. A stream that ends
+// with the server's retry hint (trailing metadata rxfleet-retry-after-ms, common/retry_after.h:
+// admission control's RESOURCE_EXHAUSTED, a draining server's UNAVAILABLE) waits at least the
+// hint, plus 0-20 % jitter, before the next attempt (common::ReconnectDelay), and such an end
+// does not grow the backoff (the server paces the agent); hints are cut to
+// common::kMaxRetryAfter, and a malformed one is logged and ignored.
 //
 // Metric windows: finished experiment windows (SendMetricWindow) wait in a bounded queue
 // (ServerLinkOptions::max_queued_windows, oldest dropped first) and are written once the open
@@ -150,8 +155,7 @@ class ServerLink {
   // (common::ExplainTlsFailure), unchanged otherwise.
   grpc::Status Explained(grpc::Status ended) const;
   grpc::Status RunStream();
-  void WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream,
-                 grpc::ClientContext* context);
+  void WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream);
   void HandleBundle(const v1::PolicyBundle& bundle);
   /// Start(): applies <state-dir>/bundle.pb unless it is missing, unreadable, invalid or
   /// another host's (each logged).
@@ -162,6 +166,8 @@ class ServerLink {
   BundleSink* const sink_;
   const std::string instance_id_;
   Backoff backoff_;  // connection thread only
+  // The retry hint of the stream that ended last (connection thread only).
+  std::optional<absl::Duration> retry_hint_;
   // Whether the last stream got the server's config, and how the stream before ended
   // (status_.last_error); under mu_.
   bool stream_was_configured_ ABSL_GUARDED_BY(mu_) = false;

@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
+#include "common/retry_after.h"
 #include "common/string_view_compat.h"
 #include "rxfleet/version.h"
 #include "server/api/finish_gate.h"
@@ -169,7 +170,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
   // The server drains: ends the stream with UNAVAILABLE and a reconnect delay for the agent.
   void EndDraining(int64_t retry_after_ms) {
     End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server draining; reconnect"),
-        {{kRetryAfterMetadataKey, absl::StrCat(retry_after_ms)}});
+        {{std::string(kRetryAfterMetadataKey), absl::StrCat(retry_after_ms)}});
   }
 
  private:
@@ -195,12 +196,16 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
     } else {
       service_->RequestStream(*shard_);
       peer_ = context_.peer();
-      const grpc::Status admitted = service_->Admit(context_, &identities_, &peer_address_);
+      std::vector<std::pair<std::string, std::string>> trailing_metadata;
+      const grpc::Status admitted =
+          service_->Admit(context_, &identities_, &peer_address_, &trailing_metadata);
       absl::MutexLock lock(&mu_);
       if (!admitted.ok()) {
+        trailing_metadata_ = std::move(trailing_metadata);
         RequestFinishLocked(admitted);
         return;
       }
+      admitted_ = true;  // holds an admission slot until Done()
       pending_ = true;
       shard_->hello_deadlines.emplace_back(absl::Now() + service_->options_.hello_timeout,
                                            weak_from_this());
@@ -291,6 +296,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
   // disconnection, exactly once.
   void Done() {
     ReleasePending();
+    if (admitted_) service_->admission_.Release();
     const absl::Time now = absl::Now();
     std::string host_id;
     uint64_t stream_id = 0;
@@ -606,6 +612,9 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
   // CN and DNS SANs of the verified client certificate (empty without one).
   std::vector<std::string> identities_;
   std::atomic<bool> pending_{false};
+  // Set with mu_ held when Admit accepted the stream (it then holds an admission slot); read by
+  // Done() on the same queue thread.
+  bool admitted_ = false;
 
   // Read path only (reads of one stream never overlap). host_id_/stream_id_ are written once,
   // under mu_, before the stream is registered for pushes.
@@ -633,7 +642,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
 };
 
 AgentServiceImpl::AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps deps)
-    : options_(std::move(options)), deps_(deps) {}
+    : options_(std::move(options)), deps_(deps), admission_(options_.admission) {}
 
 AgentServiceImpl::~AgentServiceImpl() { Stop(); }
 
@@ -731,9 +740,9 @@ void AgentServiceImpl::Stop() {
   }
 }
 
-grpc::Status AgentServiceImpl::Admit(grpc::ServerContext& context,
-                                     std::vector<std::string>* identities,
-                                     std::string* peer_address) {
+grpc::Status AgentServiceImpl::Admit(
+    grpc::ServerContext& context, std::vector<std::string>* identities, std::string* peer_address,
+    std::vector<std::pair<std::string, std::string>>* trailing_metadata) {
   *identities = HostIdentities(*context.auth_context());
   if (options_.require_client_certificate && identities->empty()) {
     if (deps_.auth != nullptr) deps_.auth->CountAgentDenial("no_client_certificate");
@@ -744,9 +753,17 @@ grpc::Status AgentServiceImpl::Admit(grpc::ServerContext& context,
                         "agents must present a client certificate signed by the fleet CA "
                         "(rxfleet-agent --tls-cert/--tls-key; see docs/SECURITY.md)");
   }
+  if (AdmissionDecision admission = admission_.TryAdmit(); !admission.admitted) {
+    RecordRefusal(admission.reason, absl::StrCat("agent stream from ", context.peer(),
+                                                 " refused: ", admission.message));
+    trailing_metadata->emplace_back(std::string(common::kRetryAfterMetadataKey),
+                                    common::FormatRetryAfter(admission.retry_after));
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, admission.message);
+  }
   *peer_address = PeerAddress(context.peer());
   std::string reason;
   if (!AcquirePending(*peer_address, &reason)) {
+    admission_.Release();
     RecordRefusal(reason, absl::StrCat("agent stream from ", context.peer(), " refused: ",
                                        reason == "hello_pending_peer"
                                            ? "too many streams of this address without a Hello"

@@ -20,7 +20,8 @@
 // hello_timeout; in TLS mode the Hello must match the client certificate, see
 // AgentServiceOptions). In TLS mode a stream on a connection without a verified client
 // certificate is refused with UNAUTHENTICATED at once, before it can send anything; streams
-// beyond the Hello-pending bounds are refused with RESOURCE_EXHAUSTED. The server then sends
+// beyond the Hello-pending bounds, the accept rate or the stream cap are refused with
+// RESOURCE_EXHAUSTED (the last two with a retry hint, common/retry_after.h). The server then sends
 // ServerConfig and the current bundle; later bundles follow every change, each with a fresh nonce.
 // ACK/NACKs whose nonce is not the stream's latest bundle are stale and ignored. A newer stream for
 // the same host ends the older one with ABORTED. Shutdown ends every stream with UNAVAILABLE
@@ -39,7 +40,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/retry_after.h"
 #include "rxfleet/v1/agent_service.grpc.pb.h"
+#include "server/api/admission.h"
 #include "server/api/bundle_message.h"
 #include "server/api/log_limiter.h"
 #include "server/auth/authorizer.h"
@@ -54,9 +57,9 @@ class AgentStream;
 class CompletionTag;
 class ExperimentController;
 
-/// The trailing metadata key of the UNAVAILABLE status that ends agent streams while the server
-/// drains: how long the agent should wait before reconnecting, decimal milliseconds.
-inline constexpr char kRetryAfterMetadataKey[] = "rxfleet-retry-after-ms";
+/// The trailing metadata key of the statuses that end or refuse agent streams with a retry
+/// hint (draining, accept rate, stream cap): decimal milliseconds (common/retry_after.h).
+using common::kRetryAfterMetadataKey;
 
 struct AgentServiceOptions {
   /// ServerConfig.report_interval: how often agents send a keep-alive update at most.
@@ -80,6 +83,11 @@ struct AgentServiceOptions {
   /// true: a push hands each queue's streams to that queue's thread (the writes are started
   /// in parallel); false: the pushing thread starts every write itself.
   bool push_on_queue_threads = true;
+  /// Accept rate and stream cap (server/api/admission.h): a new stream beyond either is refused
+  /// with RESOURCE_EXHAUSTED and trailing metadata rxfleet-retry-after-ms (counted in
+  /// rxfleet_server_streams_refused_total{reason="accept_rate"|"max_agent_streams"}). Must be
+  /// valid (ValidateAdmissionOptions).
+  AdmissionOptions admission;
 };
 
 /// The IP address part of a gRPC peer string ("ipv4:10.0.0.5:51234" -> "ipv4:10.0.0.5",
@@ -137,10 +145,12 @@ class AgentServiceImpl final
 
   /// The one admission point: decides whether a new stream (its context, before any message)
   /// is accepted. OK: accepted, *identities and *peer_address are filled and the stream holds
-  /// a Hello-pending slot of *peer_address. Otherwise the status to end the stream with (it
-  /// is counted and logged here).
+  /// an admission slot (admission_, until its Done) and a Hello-pending slot of *peer_address.
+  /// Otherwise the status to end the stream with, and in *trailing_metadata the retry hint to
+  /// send with it when there is one (accept rate, stream cap); counted and logged here.
   grpc::Status Admit(grpc::ServerContext& context, std::vector<std::string>* identities,
-                     std::string* peer_address);
+                     std::string* peer_address,
+                     std::vector<std::pair<std::string, std::string>>* trailing_metadata);
   /// Requests the next stream on `shard` (one request outstanding per queue).
   void RequestStream(Shard& shard);
   /// The loop of one queue's thread: completions, then expired Hello deadlines.
@@ -177,6 +187,7 @@ class AgentServiceImpl final
   size_t pending_total_ ABSL_GUARDED_BY(pending_mu_) = 0;
   std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(pending_mu_);
   LogLimiter log_;
+  Admission admission_;  // one slot per admitted AgentStream, taken in Admit, freed in Done
 
   absl::Mutex bundle_mu_;
   std::shared_ptr<const SharedBundle> bundle_ ABSL_GUARDED_BY(bundle_mu_);

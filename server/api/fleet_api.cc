@@ -152,17 +152,18 @@ absl::StatusOr<v1::ListHostsResponse> FleetApi::ListHosts(
   const uint64_t latest = deps_.policies->snapshot()->bundle_version;
   v1::ListHostsResponse response;
   PageFill page(*page_size);
-  for (v1::Host& host : deps_.registry->ListHosts(absl::Now(), latest)) {
-    if (!after->empty() && host.metadata().name() <= *after) continue;
-    if (!labels->Matches(common::LabelsFromProto(host.metadata().labels()))) continue;
-    if (!fields->Matches(host)) continue;
+  // Visits hosts after the page token only until the page is full.
+  deps_.registry->VisitHosts(absl::Now(), latest, *after, [&](v1::Host host) {
+    if (!labels->Matches(common::LabelsFromProto(host.metadata().labels()))) return true;
+    if (!fields->Matches(host)) return true;
     if (!page.Add(host.ByteSizeLong())) {
       response.set_next_page_token(
           MakePageToken(query, response.hosts(response.hosts_size() - 1).metadata().name()));
-      break;
+      return false;
     }
     *response.add_hosts() = std::move(host);
-  }
+    return true;
+  });
   return response;
 }
 

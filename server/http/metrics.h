@@ -39,7 +39,8 @@ struct ServerMetrics {
   prometheus::Counter* streams_opened;    ///< streams that sent a valid Hello
   prometheus::Counter* streams_rejected;  ///< streams ended for invalid input
   /// streams_refused_total{reason}: refused before or without a Hello ("no_client_certificate",
-  /// "hello_pending_peer", "hello_pending_total", "hello_timeout").
+  /// "hello_pending_peer", "hello_pending_total", "hello_timeout", "accept_rate",
+  /// "max_agent_streams").
   prometheus::Family<prometheus::Counter>* streams_refused;
   prometheus::Counter* streams_replaced;  ///< streams ended by a newer stream of their host
 

@@ -475,6 +475,15 @@ std::vector<v1::Host> Registry::ListHosts(absl::Time now, uint64_t latest_versio
   return out;
 }
 
+void Registry::VisitHosts(absl::Time now, uint64_t latest_version, std::string_view after,
+                          const std::function<bool(v1::Host)>& visit) const {
+  absl::MutexLock lock(&mu_);
+  auto it = after.empty() ? hosts_.begin() : hosts_.upper_bound(after);
+  for (; it != hosts_.end(); ++it) {
+    if (!visit(View(it->second, now, latest_version))) return;
+  }
+}
+
 absl::StatusOr<v1::Host> Registry::GetHost(std::string_view host_id, absl::Time now,
                                            uint64_t latest_version) const {
   absl::MutexLock lock(&mu_);

@@ -108,6 +108,12 @@ class Registry {
   /// Hosts ordered by name, with status.stale, adapter_count and conditions computed for `now`
   /// and `latest_version` (the current bundle version).
   std::vector<v1::Host> ListHosts(absl::Time now, uint64_t latest_version) const;
+  /// The same, one host at a time in name order, starting after host `after` ("" = from the
+  /// first), until `visit` returns false; so a page costs its own hosts, not the whole fleet
+  /// (ListHosts pages during a 10,000-agent reconnect storm). `visit` runs with the registry
+  /// lock held: it must not call into the registry.
+  void VisitHosts(absl::Time now, uint64_t latest_version, std::string_view after,
+                  const std::function<bool(v1::Host)>& visit) const;
   /// One host; NotFound if unknown.
   absl::StatusOr<v1::Host> GetHost(std::string_view host_id, absl::Time now,
                                    uint64_t latest_version) const;

@@ -10,12 +10,14 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/retry_after.h"
 #include "server/api/agent_service.h"
 #include "server/api/finish_gate.h"
 #include "server/api/log_limiter.h"
@@ -287,6 +289,66 @@ TEST(HttpBoundsTest, TwoIdleConnectionsDoNotStopAScrape) {
   EXPECT_THAT(HttpGet(port, "/sd/agents"), HasSubstr("200"));
   EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200"));
   for (int fd : idle) ::close(fd);
+}
+
+// Admission control over loopback: beyond the accept burst, streams are refused with
+// RESOURCE_EXHAUSTED naming the flag and a retry hint in the trailing metadata; counted by reason.
+TEST(AdmissionLoopbackTest, StreamsBeyondTheAcceptRateAreRefusedWithARetryHint) {
+  FleetServerOptions options;
+  options.http_listen = "127.0.0.1:0";
+  options.agent_accept_rate = 0.01;  // no token comes back during the test
+  options.agent_accept_burst = 2;
+  std::unique_ptr<TestServer> server = TestServer::Start(options);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<TestAgent>> agents;
+  for (int i = 0; i < 5; ++i) agents.push_back(std::make_unique<TestAgent>(server->address()));
+  int refused = 0;
+  int connected = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (agents[i]->Connect(absl::StrCat("h", i)) && agents[i]->WaitForBundle(1, absl::Seconds(5))) {
+      ++connected;
+      continue;
+    }
+    const grpc::Status status = agents[i]->WaitForEnd();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(status.error_message(), HasSubstr("--agent-accept-rate"));
+    std::optional<std::string> hint = agents[i]->TrailingMetadata("rxfleet-retry-after-ms");
+    ASSERT_TRUE(hint.has_value());
+    absl::StatusOr<absl::Duration> parsed = common::ParseRetryAfter(*hint);
+    ASSERT_TRUE(parsed.ok()) << *hint;
+    EXPECT_GT(*parsed, absl::Seconds(1));  // a token takes 100 s here
+    ++refused;
+  }
+  EXPECT_EQ(connected, 2);
+  EXPECT_EQ(refused, 3);
+  EXPECT_THAT(HttpGet(server->server().http_port(), "/metrics"),
+              HasSubstr("rxfleet_server_streams_refused_total{reason=\"accept_rate\"} 3"));
+}
+
+TEST(AdmissionLoopbackTest, StreamsBeyondTheCapAreRefusedUntilOneEnds) {
+  FleetServerOptions options;
+  options.max_agent_streams = 2;
+  std::unique_ptr<TestServer> server = TestServer::Start(options);
+  ASSERT_NE(server, nullptr);
+  auto first = std::make_unique<TestAgent>(server->address());
+  ASSERT_TRUE(first->Connect("h1"));
+  ASSERT_TRUE(first->WaitForBundle(1).has_value());
+  TestAgent pending(server->address());  // no Hello yet: it counts too
+  ASSERT_FALSE(WaitFor([&] { return pending.ended(); }, absl::Milliseconds(300)));
+  TestAgent third(server->address());
+  const grpc::Status status = third.WaitForEnd();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("maximum of 2 agent streams (--max-agent-streams)"));
+  std::optional<std::string> hint = third.TrailingMetadata("rxfleet-retry-after-ms");
+  ASSERT_TRUE(hint.has_value());
+  EXPECT_GE(*common::ParseRetryAfter(*hint), absl::Seconds(30));
+  // The first stream ends: its slot is free.
+  first.reset();
+  ASSERT_TRUE(WaitFor([&] {
+    TestAgent next(server->address());
+    return next.Connect("h3") && next.WaitForBundle(1, absl::Seconds(5)).has_value();
+  }));
 }
 
 }  // namespace

@@ -56,6 +56,32 @@ TEST(RegistryTest, ConnectCreatesAHostAndDisconnectKeepsItListed) {
   EXPECT_EQ(registry.GetHost("nope", kT0, 1).status().code(), absl::StatusCode::kNotFound);
 }
 
+// A page of ListHosts visits only the hosts after its token, and stops when it is full.
+TEST(RegistryTest, VisitHostsStartsAfterTheGivenHostAndStopsWhenTold) {
+  Registry registry({}, {});
+  for (const char* id : {"h1", "h2", "h3", "h4"}) {
+    registry.Connect(MakeHello(id), "ipv4:127.0.0.1:5000", kT0);
+  }
+  std::vector<std::string> seen;
+  registry.VisitHosts(kT0, 1, "h1", [&](v1::Host host) {
+    seen.push_back(host.metadata().name());
+    return seen.size() < 2;
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"h2", "h3"}));
+  seen.clear();
+  registry.VisitHosts(kT0, 1, "", [&](v1::Host host) {
+    seen.push_back(host.metadata().name());
+    return true;
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"h1", "h2", "h3", "h4"}));
+  seen.clear();
+  registry.VisitHosts(kT0, 1, "h4", [&](v1::Host host) {
+    seen.push_back(host.metadata().name());
+    return true;
+  });
+  EXPECT_TRUE(seen.empty());
+}
+
 TEST(RegistryTest, HostsGoStaleAfterTheThreshold) {
   RegistryOptions options;
   options.stale_after = absl::Minutes(5);

@@ -92,10 +92,23 @@ TestAgent::TestAgent(const std::string& address)
       received_.push_back(message);
     }
     const grpc::Status status = stream_->Finish();
+    std::multimap<std::string, std::string> trailers;
+    for (const auto& [key, value] : context_.GetServerTrailingMetadata()) {
+      trailers.emplace(std::string(key.data(), key.size()),
+                       std::string(value.data(), value.size()));
+    }
     absl::MutexLock lock(&mu_);
     status_ = status;
+    trailers_ = std::move(trailers);
     ended_ = true;
   });
+}
+
+std::optional<std::string> TestAgent::TrailingMetadata(const std::string& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = trailers_.find(key);
+  if (it == trailers_.end()) return std::nullopt;
+  return it->second;
 }
 
 TestAgent::~TestAgent() {

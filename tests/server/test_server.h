@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,6 +94,8 @@ class TestAgent {
   /// Waits for the end of the stream and returns its status (DEADLINE_EXCEEDED if it did not
   /// end in time).
   grpc::Status WaitForEnd(absl::Duration timeout = absl::Seconds(20));
+  /// After the end: the first value of the server's trailing metadata `key`, if sent.
+  std::optional<std::string> TrailingMetadata(const std::string& key) const;
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
@@ -103,6 +106,7 @@ class TestAgent {
   std::vector<v1::ServerMessage> received_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  std::multimap<std::string, std::string> trailers_ ABSL_GUARDED_BY(mu_);
   std::thread reader_;
 };
 

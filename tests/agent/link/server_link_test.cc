@@ -8,11 +8,16 @@
 
 #include <atomic>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "agent/link/bundle_file.h"
 #include "common/proto/time.h"
+#include "common/retry_after.h"
 #include "tests/server/test_server.h"
 #include "tests/support/paths.h"
 
@@ -20,6 +25,7 @@ namespace rxfleet::agent {
 namespace {
 
 using ::rxfleet::server::FleetServerOptions;
+using ::rxfleet::server::testing::TestAgent;
 using ::rxfleet::server::testing::TestServer;
 using ::rxfleet::server::testing::WaitFor;
 using ::rxfleet::testing::TempDir;
@@ -407,6 +413,202 @@ TEST_F(ServerLinkTest, KeepaliveFasterThanTheServerAllowsIsRefused) {
       MakeLink(server->address(), "h1", &sink, absl::Milliseconds(100), absl::Seconds(1));
   link->Start();
   ASSERT_TRUE(WaitFor([&] { return link->streams_opened() >= 2; }, absl::Seconds(20)));
+}
+
+TEST(ReconnectDelayTest, TheServersHintIsAFloorWithBoundedJitter) {
+  EXPECT_EQ(common::ReconnectDelay(absl::Seconds(3), std::nullopt, 0.1), absl::Seconds(3));
+  EXPECT_EQ(common::ReconnectDelay(absl::Seconds(1), absl::Seconds(10), 0.0), absl::Seconds(10));
+  EXPECT_EQ(common::ReconnectDelay(absl::Seconds(1), absl::Seconds(10), 0.2), absl::Seconds(12));
+  // A hint shorter than the backoff does not shorten it.
+  EXPECT_EQ(common::ReconnectDelay(absl::Seconds(30), absl::Seconds(2), 0.2), absl::Seconds(30));
+  // Hints from the network are cut to kMaxRetryAfter; jitter is clamped to its range.
+  EXPECT_EQ(common::ReconnectDelay(absl::Seconds(1), absl::Hours(10), 0.0), common::kMaxRetryAfter);
+  EXPECT_EQ(common::ReconnectDelay(absl::Seconds(1), absl::Seconds(10), 7.0), absl::Seconds(12));
+  EXPECT_EQ(common::ReconnectDelay(absl::Seconds(1), absl::Seconds(10), -1.0), absl::Seconds(10));
+  EXPECT_EQ(common::ReconnectDelay(absl::Seconds(1), -absl::Seconds(10), 0.1), absl::Seconds(1));
+}
+
+// The delay of the first "retrying in D" log line, and the hint it names.
+struct LoggedRetry {
+  absl::Duration delay;
+  std::optional<absl::Duration> hint;
+};
+std::optional<LoggedRetry> FirstRetry(const std::string& log) {
+  const size_t at = log.find("retrying in ");
+  if (at == std::string::npos) return std::nullopt;
+  const size_t start = at + 12;
+  const size_t end = log.find_first_of(" \n", start);
+  LoggedRetry retry;
+  if (!absl::ParseDuration(log.substr(start, end - start), &retry.delay)) return std::nullopt;
+  const std::string asked = "(the server asked for at least ";
+  const size_t line_end = log.find('\n', start);
+  const size_t h = log.find(asked, start);
+  if (h != std::string::npos && h < line_end) {
+    const size_t hs = h + asked.size();
+    absl::Duration hint;
+    if (!absl::ParseDuration(log.substr(hs, log.find(')', hs) - hs), &hint)) return std::nullopt;
+    retry.hint = hint;
+  }
+  return retry;
+}
+
+// A stream refused by the server's accept rate waits for the hint the server sent (not the
+// 50-400 ms backoff of these tests), then connects.
+TEST_F(ServerLinkTest, ARefusedStreamWaitsForTheServersRetryHint) {
+  FleetServerOptions options;
+  options.agent_accept_rate = 0.5;  // one stream every 2 s
+  options.agent_accept_burst = 1;
+  std::unique_ptr<TestServer> server = TestServer::Start(options);
+  ASSERT_NE(server, nullptr);
+  TestAgent first(server->address());  // takes the only token
+  ASSERT_TRUE(first.Connect("h0"));
+  ASSERT_TRUE(first.WaitForBundle(1).has_value());
+
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return FirstRetry(Log()).has_value(); })) << Log();
+  const LoggedRetry retry = *FirstRetry(Log());
+  EXPECT_THAT(Log(), HasSubstr("--agent-accept-rate"));
+  ASSERT_TRUE(retry.hint.has_value()) << Log();
+  EXPECT_GT(*retry.hint, absl::Milliseconds(400));  // longer than any backoff delay here
+  EXPECT_GE(retry.delay, *retry.hint);
+  EXPECT_LE(retry.delay, *retry.hint * (1 + common::kRetryHintJitter) + absl::Milliseconds(1));
+  ASSERT_TRUE(WaitFor([&] { return link->streams_opened() == 1 && sink.active_version() == 1; },
+                      absl::Seconds(60)))
+      << Log();
+}
+
+// A server that reads each stream's first message (the Hello, recorded) and ends the stream with
+// a fixed status and retry-hint value (a draining server, or a broken one).
+class HintingService final : public v1::AgentService::CallbackService {
+ public:
+  HintingService(grpc::StatusCode code, std::string hint) : code_(code), hint_(std::move(hint)) {}
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Connect(
+      grpc::CallbackServerContext* context) override {
+    ++calls;
+    context->AddTrailingMetadata(std::string(common::kRetryAfterMetadataKey), hint_);
+    return new Ended(this, grpc::Status(code_, "draining"));
+  }
+  std::vector<v1::Hello> hellos() const {
+    absl::MutexLock lock(&mu_);
+    return hellos_;
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  class Ended : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage> {
+   public:
+    Ended(HintingService* service, grpc::Status status)
+        : service_(service), status_(std::move(status)) {
+      StartRead(&in_);
+    }
+    void OnReadDone(bool ok) override {
+      if (ok && in_.has_hello()) {
+        absl::MutexLock lock(&service_->mu_);
+        service_->hellos_.push_back(in_.hello());
+      }
+      Finish(status_);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    HintingService* const service_;
+    const grpc::Status status_;
+    v1::AgentMessage in_;
+  };
+  const grpc::StatusCode code_;
+  const std::string hint_;
+  mutable absl::Mutex mu_;
+  std::vector<v1::Hello> hellos_ ABSL_GUARDED_BY(mu_);
+};
+
+struct HintingServer {
+  HintingServer(grpc::StatusCode code, std::string hint, int listen_port = 0)
+      : service(code, std::move(hint)) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", listen_port),
+                             grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+  }
+  ~HintingServer() {
+    if (server != nullptr) server->Shutdown(absl::ToChronoTime(absl::Now()));
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port); }
+  HintingService service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+TEST_F(ServerLinkTest, ADrainingServersHintIsHonouredToo) {
+  HintingServer server(grpc::StatusCode::UNAVAILABLE, "1500");
+  ASSERT_NE(server.server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server.address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return FirstRetry(Log()).has_value(); })) << Log();
+  const LoggedRetry retry = *FirstRetry(Log());
+  ASSERT_TRUE(retry.hint.has_value()) << Log();
+  EXPECT_EQ(*retry.hint, absl::Milliseconds(1500));
+  EXPECT_GE(retry.delay, absl::Milliseconds(1500));
+  EXPECT_LE(retry.delay, absl::Milliseconds(1801));
+  link->Stop();
+  EXPECT_EQ(server.service.calls.load(), 1);
+}
+
+TEST_F(ServerLinkTest, AHugeHintIsCutAndStopStillEndsTheWait) {
+  HintingServer server(grpc::StatusCode::RESOURCE_EXHAUSTED, "4000000000");
+  ASSERT_NE(server.server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server.address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return FirstRetry(Log()).has_value(); })) << Log();
+  const LoggedRetry retry = *FirstRetry(Log());
+  ASSERT_TRUE(retry.hint.has_value()) << Log();
+  EXPECT_EQ(*retry.hint, common::kMaxRetryAfter);
+  EXPECT_LE(retry.delay,
+            common::kMaxRetryAfter * (1 + common::kRetryHintJitter) + absl::Milliseconds(1));
+  const absl::Time stop = absl::Now();
+  link->Stop();
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(30));  // Stop does not wait out the hint
+}
+
+TEST_F(ServerLinkTest, AMalformedHintIsLoggedAndTheBackoffApplies) {
+  HintingServer server(grpc::StatusCode::UNAVAILABLE, "soon");
+  ASSERT_NE(server.server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server.address(), "h1", &sink);
+  link->Start();
+  // The backoff of these tests (50 ms doubling to 400 ms) keeps the link retrying.
+  ASSERT_TRUE(WaitFor([&] { return server.service.calls.load() >= 3; })) << Log();
+  link->Stop();
+  EXPECT_THAT(Log(), HasSubstr("ignoring the server's retry hint: rxfleet-retry-after-ms must be "
+                               "1 to 10 decimal digits (milliseconds), not 'soon'"));
+  const LoggedRetry retry = *FirstRetry(Log());
+  EXPECT_FALSE(retry.hint.has_value());
+  EXPECT_LE(retry.delay, absl::Milliseconds(400));
+}
+
+// On reconnect the Hello names the bundle version in force (the server's version 2 from the
+// stream before), so the server knows what the agent runs before it ACKs anything.
+TEST_F(ServerLinkTest, TheReconnectHelloCarriesTheLastAppliedVersion) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->ApplyHold("usb3-short", 32).ok());
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLink(server->address(), "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return sink.active_version() == 2; }));
+  const int port = std::stoi(server->address().substr(server->address().rfind(':') + 1));
+  server->Stop();
+  // The next server on that port records the Hello and ends the stream.
+  HintingServer next(grpc::StatusCode::UNAVAILABLE, "100", port);
+  ASSERT_NE(next.server, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return !next.service.hellos().empty(); })) << Log();
+  link->Stop();
+  EXPECT_EQ(next.service.hellos().front().host_id(), "h1");
+  EXPECT_EQ(next.service.hellos().front().last_good_version(), 2u);
 }
 
 }  // namespace
