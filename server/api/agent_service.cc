@@ -711,7 +711,13 @@ void AgentServiceImpl::StreamDone() {
 void AgentServiceImpl::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  if (started_) {
+  if (!started_) {
+    // The server never started (e.g. its port was taken): nothing was requested on the
+    // queues. Their destructors shut them down; CompletionQueue::Shutdown here would only log
+    // "shutdown before its server" once per queue under the bind error.
+    return;
+  }
+  {
     // grpc::Server::Shutdown has ended every call and failed the outstanding requests; their
     // last completions are on the queues, which the threads still drain.
     absl::MutexLock lock(&live_mu_);
