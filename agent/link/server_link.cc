@@ -409,6 +409,7 @@ void ServerLink::HandleBundle(const v1::PolicyBundle& bundle) {
   const absl::Status applied =
       converted.ok() ? sink_->ApplyServerBundle(*converted) : converted.status();
   v1::AgentMessage reply;
+  std::string persist_error;
   if (applied.ok()) {
     v1::Ack* ack = reply.mutable_ack();
     if (!options_.state_dir.empty()) {
@@ -421,7 +422,8 @@ void ServerLink::HandleBundle(const v1::PolicyBundle& bundle) {
                          " applied but not persisted (a restart without the server falls back "
                          "to the previous file): ",
                          saved.message()));
-        ack->set_persist_error(std::string(saved.message()));
+        persist_error = std::string(saved.message());
+        ack->set_persist_error(persist_error);
         if (options_.on_bundle_persist_failure) options_.on_bundle_persist_failure();
       }
     }
@@ -440,6 +442,7 @@ void ServerLink::HandleBundle(const v1::PolicyBundle& bundle) {
       status_.set_active_bundle_version(bundle.version());
       status_.set_active_bundle_nonce(bundle.nonce());
       status_.set_active_bundle_origin(v1::BUNDLE_ORIGIN_SERVER);
+      status_.set_active_bundle_persist_error(persist_error);
     } else {
       v1::Nack* nack = reply.mutable_nack();
       nack->set_version(bundle.version());

@@ -57,11 +57,15 @@ void PrintLocalStatus(const v1::GetStatusResponse& status, absl::Time now, std::
   }
   Field(out, "Server", server);
   if (!link.last_error().empty()) Field(out, "Last error", link.last_error());
-  Field(out, "Bundle",
-        link.active_bundle_version() == 0
-            ? "<none>"
-            : absl::StrCat(link.active_bundle_version(), " (",
-                           BundleOrigin(link.active_bundle_origin()), ")"));
+  Field(
+      out, "Bundle",
+      link.active_bundle_version() == 0
+          ? "<none>"
+          : absl::StrCat(link.active_bundle_version(), " (",
+                         BundleOrigin(link.active_bundle_origin()), ")",
+                         link.active_bundle_persist_error().empty()
+                             ? ""
+                             : absl::StrCat(", NOT saved: ", link.active_bundle_persist_error())));
   if (link.last_nacked_version() != 0) {
     Field(out, "Last NACK",
           absl::StrCat(link.last_nacked_version(), ": ", OrNone(link.last_nack_detail())));

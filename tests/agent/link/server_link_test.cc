@@ -210,6 +210,8 @@ TEST_F(ServerLinkTest, ABundleThatCannotBeSavedIsAckedWithTheReasonAndCounted) {
   EXPECT_THAT(persisted->message(), HasSubstr("falls back to an older bundle"));
   EXPECT_GE(persist_failures_.load(), 1);
   EXPECT_THAT(Log(), HasSubstr("applied but not persisted"));
+  // The local status says so too (rxfleetctl --local status).
+  EXPECT_THAT(link->status().active_bundle_persist_error(), HasSubstr("Is a directory"));
 
   // Once the path is free, the next bundle is saved and the condition clears.
   std::filesystem::remove_all(bundle_path);
@@ -224,6 +226,7 @@ TEST_F(ServerLinkTest, ABundleThatCannotBeSavedIsAckedWithTheReasonAndCounted) {
   ASSERT_NE(persisted, nullptr);
   EXPECT_EQ(persisted->status(), v1::CONDITION_STATUS_TRUE);
   EXPECT_EQ(ReadBundleFile(bundle_path)->bundle().version(), 2u);
+  EXPECT_EQ(link->status().active_bundle_persist_error(), "");
 }
 
 TEST_F(ServerLinkTest, RejectedBundleIsNackedAndTheOldOneStays) {
