@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -267,32 +268,33 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  // The server's integer channel arguments, each set once: --grpc-arg entries replace them by
+  // name (gRPC would otherwise keep whichever duplicate it reads first).
+  std::map<std::string, int> int_args;
   if (options.max_connection_age > absl::ZeroDuration()) {
-    builder.AddChannelArgument(
-        GRPC_ARG_MAX_CONNECTION_AGE_MS,
-        static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_age)));
-    builder.AddChannelArgument(
-        GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
-        static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_age_grace)));
+    int_args[GRPC_ARG_MAX_CONNECTION_AGE_MS] =
+        static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_age));
+    int_args[GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS] =
+        static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_age_grace));
   }
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would then share it
   // with the first and answer half of the calls. A port in use must be an error instead.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int_args[GRPC_ARG_ALLOW_REUSEPORT] = 0;
+  int_args[GRPC_ARG_MAX_CONCURRENT_STREAMS] = options.max_concurrent_streams;
+  int_args[GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS] =
+      static_cast<int>(absl::ToInt64Milliseconds(options.min_recv_ping_interval));
+  int_args[GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS] = 1;
+  int_args[GRPC_ARG_KEEPALIVE_TIME_MS] =
+      static_cast<int>(absl::ToInt64Milliseconds(kServerKeepaliveTime));
+  int_args[GRPC_ARG_KEEPALIVE_TIMEOUT_MS] =
+      static_cast<int>(absl::ToInt64Milliseconds(kServerKeepaliveTimeout));
+  for (const auto& [name, value] : options.grpc_int_args) int_args[name] = value;
+  for (const auto& [name, value] : int_args) builder.AddChannelArgument(name, value);
   builder.AddListeningPort(options.listen, credentials, &s.grpc_port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   grpc::ResourceQuota quota("rxfleet-server");
   quota.Resize(options.grpc_memory_bytes);
   builder.SetResourceQuota(quota);
-  builder.AddChannelArgument(
-      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-      static_cast<int>(absl::ToInt64Milliseconds(options.min_recv_ping_interval)));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                             static_cast<int>(absl::ToInt64Milliseconds(kServerKeepaliveTime)));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             static_cast<int>(absl::ToInt64Milliseconds(kServerKeepaliveTimeout)));
-  for (const auto& [name, value] : options.grpc_int_args) builder.AddChannelArgument(name, value);
   s.agent_service_->AddTo(builder);  // async API: its own completion queues
   builder.RegisterService(s.fleet_service_.get());
   s.grpc_server_ = builder.BuildAndStart();

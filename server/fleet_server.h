@@ -107,9 +107,10 @@ struct FleetServerOptions {
   /// whether a push starts each queue's writes on that queue's thread (AgentServiceOptions).
   size_t agent_completion_queues = 8;
   bool push_on_queue_threads = true;
-  /// Extra integer gRPC channel arguments (name, value), applied after the server's own
-  /// settings so they override them; for tuning and benchmarks (--grpc-arg). Names are
-  /// gRPC's ("grpc.experimental.tcp_read_chunk_size"); gRPC ignores unknown names.
+  /// Extra integer gRPC channel arguments (name, value); one named like a setting of the
+  /// server's own (e.g. grpc.max_concurrent_streams) replaces it; for tuning and benchmarks
+  /// (--grpc-arg). Names are gRPC's ("grpc.experimental.tcp_read_chunk_size"); gRPC ignores
+  /// unknown names.
   std::vector<std::pair<std::string, int>> grpc_int_args;
   /// New agent streams accepted per second (token bucket rate, > 0) and back to back (burst,
   /// >= 1), and agent streams open at once (connected or Hello-pending, >= 1); beyond them a

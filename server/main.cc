@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
         const size_t eq = arg.find('=');
         int value = 0;
         if (eq == 0 || eq == std::string::npos || !absl::SimpleAtoi(arg.substr(eq + 1), &value)) {
-          return "expected NAME=INTEGER";
+          return "expected NAME=INTEGER (a 32-bit signed integer)";
         }
         return "";
       });
@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
                  "new agent streams accepted per second on average; more are refused with "
                  "RESOURCE_EXHAUSTED and a retry hint the agents honour (reconnect storms)")
       ->default_val(options.agent_accept_rate)
-      ->check(CLI::Range(0.001, 1e6));
+      ->check(CLI::Range(0.01, 1e6));
   app.add_option("--agent-accept-burst", options.agent_accept_burst,
                  "new agent streams accepted back to back after a quiet period")
       ->default_val(options.agent_accept_burst)

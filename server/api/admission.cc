@@ -11,17 +11,24 @@ namespace rxfleet::server {
 
 absl::Status ValidateAdmissionOptions(const AdmissionOptions& options) {
   if (!(options.accept_rate > 0) || !std::isfinite(options.accept_rate)) {
-    return absl::InvalidArgumentError("agent-accept-rate must be a positive number per second");
+    return absl::InvalidArgumentError("--agent-accept-rate must be a positive number per second");
   }
   if (options.accept_burst < 1) {
-    return absl::InvalidArgumentError("agent-accept-burst must be at least 1");
+    return absl::InvalidArgumentError("--agent-accept-burst must be at least 1");
   }
   if (options.max_streams < 1) {
-    return absl::InvalidArgumentError("max-agent-streams must be at least 1");
+    return absl::InvalidArgumentError("--max-agent-streams must be at least 1");
   }
   if (options.cap_retry_after <= absl::ZeroDuration() ||
       options.max_retry_after <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("admission retry hints must be positive");
+  }
+  // A token must be earned within the longest hint, else every hint would be clamped to it
+  // and miss the token (it was 1 ms for a rate of 0.001/s).
+  if (options.accept_rate * absl::ToDoubleSeconds(options.max_retry_after) < 1.0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--agent-accept-rate ", options.accept_rate, " is too low: at least one stream per ",
+        absl::FormatDuration(options.max_retry_after), " (the longest retry hint)"));
   }
   return absl::OkStatus();
 }

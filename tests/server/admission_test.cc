@@ -107,6 +107,21 @@ TEST(AdmissionTest, ValidatesOptions) {
   EXPECT_THAT(ValidateAdmissionOptions(Options(1, 0, 1)).message(),
               HasSubstr("agent-accept-burst"));
   EXPECT_THAT(ValidateAdmissionOptions(Options(1, 1, 0)).message(), HasSubstr("max-agent-streams"));
+  // Regression: a rate of 0.001/s was accepted and gave 1 ms hints (the slot was clamped to the
+  // 5 min maximum minus a 1000 s token, i.e. the past).
+  EXPECT_THAT(ValidateAdmissionOptions(Options(0.001, 1, 1)).message(),
+              HasSubstr("at least one stream per 5m"));
+  EXPECT_TRUE(ValidateAdmissionOptions(Options(1.0 / 300, 1, 1)).ok());
+}
+
+TEST(AdmissionTest, TheSlowestRateStillHintsAtItsToken) {
+  AdmissionOptions options = Options(0.01, 1, 10);  // one stream per 100 s
+  Admission admission(options, kStart);
+  ASSERT_TRUE(admission.TryAdmit(kStart).admitted);
+  const AdmissionDecision refused = admission.TryAdmit(kStart);
+  ASSERT_FALSE(refused.admitted);
+  EXPECT_GE(refused.retry_after, absl::Seconds(100));
+  EXPECT_LE(refused.retry_after, options.max_retry_after);
 }
 
 TEST(RetryAfterTest, FormatsAndParsesBoundedMilliseconds) {
