@@ -422,7 +422,7 @@ void ServerLink::HandleBundle(const v1::PolicyBundle& bundle) {
                          " applied but not persisted (a restart without the server falls back "
                          "to the previous file): ",
                          saved.message()));
-        persist_error = std::string(saved.message());
+        persist_error = absl::StrCat(saved.message());
         ack->set_persist_error(persist_error);
         if (options_.on_bundle_persist_failure) options_.on_bundle_persist_failure();
       }

@@ -109,7 +109,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
   AgentStream(AgentServiceImpl* service, AgentServiceImpl::Shard* shard)
       : service_(service), deps_(service->deps_), shard_(shard), stream_(&context_) {}
 
-  size_t shard_index() const { return shard_->index; }
+  size_t ShardIndex() const { return shard_->index; }
 
   // Asks gRPC for the next call of AgentService.Connect on this stream's queue.
   void Request() {
@@ -642,7 +642,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
 };
 
 AgentServiceImpl::AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps deps)
-    : options_(std::move(options)), deps_(deps), admission_(options_.admission) {}
+    : options_(options), deps_(deps), admission_(options_.admission) {}
 
 AgentServiceImpl::~AgentServiceImpl() { Stop(); }
 
@@ -864,7 +864,7 @@ void AgentServiceImpl::PushCurrentBundle() {
     if (shutting_down_) return;
     total = streams_.size();
     for (const auto& [host, stream] : streams_) {
-      by_shard[stream->shard_index()].push_back(stream);
+      by_shard[stream->ShardIndex()].push_back(stream);
     }
   }
   // The last queue to have started its writes records the fan-out.
