@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -352,6 +353,39 @@ bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   return true;
+}
+
+int NumberAfter(std::string_view line, std::string_view marker) {
+  const size_t at = line.find(marker);
+  if (at == std::string_view::npos) return -1;
+  const size_t start = at + marker.size();
+  size_t end = start;
+  while (end < line.size() && line[end] >= '0' && line[end] <= '9') ++end;
+  int value = -1;
+  return absl::SimpleAtoi(std::string(line.substr(start, end - start)), &value) ? value : -1;
+}
+
+absl::StatusOr<StartedServer> StartServerProcess(const std::vector<std::string>& argv,
+                                                 absl::Duration line_timeout, int attempts) {
+  std::string last_stderr;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv);
+    if (!child.ok()) return child.status();
+    absl::StatusOr<std::string> line =
+        (*child)->WaitForLineContaining(Stream::kStderr, "(port ", line_timeout);
+    if (line.ok()) {
+      StartedServer started;
+      started.port = NumberAfter(*line, "(port ");
+      started.start_line = *std::move(line);
+      started.child = *std::move(child);
+      return started;
+    }
+    (*child)->Wait(absl::Seconds(5)).IgnoreError();
+    last_stderr = (*child)->Text(Stream::kStderr);
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("no start line after ", attempts, " attempts; last stderr: ", last_stderr));
 }
 
 }  // namespace rxfleet::testing

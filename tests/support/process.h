@@ -110,4 +110,25 @@ class ChildProcess {
   int exit_code_ = -1;
 };
 
+/// The decimal number right after `marker` in `line` ("(port 7443, ..." with "(port "), or -1
+/// if the marker is missing or no digits follow it.
+int NumberAfter(std::string_view line, std::string_view marker);
+
+/// A server child process that has printed its start line.
+struct StartedServer {
+  std::unique_ptr<ChildProcess> child;
+  /// The stderr line containing "(port N" (rxfleet-server's "listening ..." line).
+  std::string start_line;
+  /// N: the gRPC port it listens on.
+  int port = -1;
+};
+
+/// Starts `argv` (a server that logs "(port N" on stderr once it listens) and waits up to
+/// `line_timeout` for that line. A child that exits or stays silent instead (a restart on the
+/// same port may find the old one lingering for a moment) is reaped and started again, up to
+/// `attempts` times. Errors: the spawn error, or DeadlineExceeded naming the last stderr.
+absl::StatusOr<StartedServer> StartServerProcess(const std::vector<std::string>& argv,
+                                                 absl::Duration line_timeout = absl::Seconds(20),
+                                                 int attempts = 50);
+
 }  // namespace rxfleet::testing

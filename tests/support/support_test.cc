@@ -99,5 +99,22 @@ TEST(PathsTest, PathsComeFromTheBuild) {
   EXPECT_TRUE(std::filesystem::exists(SourcePath("CMakeLists.txt")));
 }
 
+TEST(StartServerProcessTest, ReadsThePortsOfTheStartLine) {
+  const std::string line = "info listening on 127.0.0.1:0 (port 40123, HTTP on port 9478)";
+  EXPECT_EQ(NumberAfter(line, "(port "), 40123);
+  EXPECT_EQ(NumberAfter(line, "HTTP on port "), 9478);
+  EXPECT_EQ(NumberAfter(line, "gRPC on port "), -1);
+  EXPECT_EQ(NumberAfter("(port x", "(port "), -1);
+  absl::StatusOr<StartedServer> started =
+      StartServerProcess({"/bin/sh", "-c", "echo 'ready (port 123, test)' >&2; sleep 30"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->port, 123);
+  // A child that never prints the line is retried, then the last stderr is named.
+  absl::StatusOr<StartedServer> silent =
+      StartServerProcess({"/bin/sh", "-c", "echo busy >&2"}, absl::Seconds(1), 2);
+  EXPECT_EQ(silent.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(silent.status().message(), HasSubstr("busy"));
+}
+
 }  // namespace
 }  // namespace rxfleet::testing

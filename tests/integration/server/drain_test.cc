@@ -39,6 +39,8 @@ using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
 using ::rxfleet::testing::BinaryPath;
 using ::rxfleet::testing::ChildProcess;
+using ::rxfleet::testing::StartedServer;
+using ::rxfleet::testing::StartServerProcess;
 using ::rxfleet::testing::Stream;
 using ::rxfleet::testing::TempDir;
 using ::rxfleet::testing::WaitFor;
@@ -69,35 +71,22 @@ class ServerProcess {
   // Starts on the port of the previous run (any free port the first time).
   bool Start() {
     const std::string listen = absl::StrCat("127.0.0.1:", port_);
-    for (int attempt = 0; attempt < 50; ++attempt) {  // the old port may linger for a moment
-      std::vector<std::string> argv = {BinaryPath("server/rxfleet-server"),
-                                       "--insecure",
-                                       "--listen",
-                                       listen,
-                                       "--db",
-                                       db_,
-                                       "--http-listen",
-                                       "none",
-                                       "--push-debounce",
-                                       "20ms"};
-      argv.insert(argv.end(), flags_.begin(), flags_.end());
-      absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv);
-      if (!child.ok()) return false;
-      absl::StatusOr<std::string> line =
-          (*child)->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(20));
-      if (!line.ok()) {
-        (*child)->Wait(absl::Seconds(5)).IgnoreError();
-        absl::SleepFor(absl::Milliseconds(100));
-        continue;
-      }
-      const size_t at = line->find("(port ") + 6;
-      int port = 0;
-      if (!absl::SimpleAtoi(line->substr(at, line->find(',', at) - at), &port)) return false;
-      port_ = port;
-      child_ = *std::move(child);
-      return true;
-    }
-    return false;
+    std::vector<std::string> argv = {BinaryPath("server/rxfleet-server"),
+                                     "--insecure",
+                                     "--listen",
+                                     listen,
+                                     "--db",
+                                     db_,
+                                     "--http-listen",
+                                     "none",
+                                     "--push-debounce",
+                                     "20ms"};
+    argv.insert(argv.end(), flags_.begin(), flags_.end());
+    absl::StatusOr<StartedServer> started = StartServerProcess(argv);
+    if (!started.ok() || started->port <= 0) return false;
+    port_ = started->port;
+    child_ = std::move(started->child);
+    return true;
   }
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }

@@ -39,6 +39,8 @@ using ::rxfleet::testing::LabPath;
 using ::rxfleet::testing::ProcessResult;
 using ::rxfleet::testing::ReadJsonFile;
 using ::rxfleet::testing::RunProcess;
+using ::rxfleet::testing::StartedServer;
+using ::rxfleet::testing::StartServerProcess;
 using ::rxfleet::testing::Stream;
 using ::rxfleet::testing::TempDir;
 using ::rxfleet::testing::WaitFor;
@@ -58,29 +60,16 @@ class ServerProcess {
   // Starts on `port` (0 = any free port the first time, then the same port again).
   bool Start() {
     const std::string listen = absl::StrCat("127.0.0.1:", port_);
-    for (int attempt = 0; attempt < 50; ++attempt) {  // the old port may linger for a moment
-      absl::StatusOr<std::unique_ptr<ChildProcess>> child =
-          ChildProcess::Start({BinaryPath("server/rxfleet-server"), "--insecure", "--listen",
-                               listen, "--db", db_, "--http-listen", "none", "--push-debounce",
-                               "50ms", "--stale-after", "1m", "--drain-timeout", "2s"});
-      if (!child.ok()) return false;
-      absl::StatusOr<std::string> line =
-          (*child)->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(20));
-      if (!line.ok()) {
-        (*child)->Wait(absl::Seconds(5)).IgnoreError();
-        absl::SleepFor(absl::Milliseconds(100));
-        continue;
-      }
-      const size_t at = line->find("(port ") + 6;
-      int port = 0;
-      if (!absl::SimpleAtoi(line->substr(at, line->find(',', at) - at), &port)) return false;
-      port_ = port;
-      child_ = *std::move(child);
-      channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
-      fleet_ = v1::FleetService::NewStub(channel_);
-      return true;
-    }
-    return false;
+    absl::StatusOr<StartedServer> started =
+        StartServerProcess({BinaryPath("server/rxfleet-server"), "--insecure", "--listen", listen,
+                            "--db", db_, "--http-listen", "none", "--push-debounce", "50ms",
+                            "--stale-after", "1m", "--drain-timeout", "2s"});
+    if (!started.ok() || started->port <= 0) return false;
+    port_ = started->port;
+    child_ = std::move(started->child);
+    channel_ = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+    fleet_ = v1::FleetService::NewStub(channel_);
+    return true;
   }
 
   // SIGTERM; returns the exit code.

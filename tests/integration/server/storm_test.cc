@@ -28,8 +28,11 @@ namespace {
 
 using ::rxfleet::testing::BinaryPath;
 using ::rxfleet::testing::ChildProcess;
+using ::rxfleet::testing::NumberAfter;
 using ::rxfleet::testing::ProcessResult;
 using ::rxfleet::testing::RunProcess;
+using ::rxfleet::testing::StartedServer;
+using ::rxfleet::testing::StartServerProcess;
 using ::rxfleet::testing::Stream;
 using ::rxfleet::testing::TempDir;
 using ::testing::HasSubstr;
@@ -37,43 +40,23 @@ using ::testing::HasSubstr;
 constexpr int kAgents = 2000;
 constexpr int kConnections = 200;
 
-// The number after `marker` in `line` (up to the next non-digit), or -1.
-int NumberAfter(const std::string& line, const std::string& marker) {
-  const size_t at = line.find(marker);
-  if (at == std::string::npos) return -1;
-  const size_t start = at + marker.size();
-  size_t end = start;
-  while (end < line.size() && std::isdigit(static_cast<unsigned char>(line[end]))) ++end;
-  int value = -1;
-  return absl::SimpleAtoi(line.substr(start, end - start), &value) ? value : -1;
-}
-
 // rxfleet-server as a child process; started again on the same gRPC port and database.
 class Server {
  public:
   explicit Server(const TempDir& dir) : db_(dir.File("server.db")) {}
 
   bool Start() {
-    for (int attempt = 0; attempt < 50; ++attempt) {  // the old port may linger for a moment
-      absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
-          {BinaryPath("server/rxfleet-server"), "--insecure", "--listen",
-           absl::StrCat("127.0.0.1:", port_), "--db", db_, "--http-listen", "127.0.0.1:0",
-           // Low enough that a 2,000-agent storm is partly refused with a retry hint.
-           "--agent-accept-rate", "400", "--agent-accept-burst", "200"});
-      if (!child.ok()) return false;
-      absl::StatusOr<std::string> line =
-          (*child)->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(30));
-      if (!line.ok()) {
-        (*child)->Wait(absl::Seconds(5)).IgnoreError();
-        absl::SleepFor(absl::Milliseconds(100));
-        continue;
-      }
-      port_ = NumberAfter(*line, "(port ");
-      http_port_ = NumberAfter(*line, "HTTP on port ");
-      child_ = *std::move(child);
-      return port_ > 0 && http_port_ > 0;
-    }
-    return false;
+    absl::StatusOr<StartedServer> started = StartServerProcess(
+        {BinaryPath("server/rxfleet-server"), "--insecure", "--listen",
+         absl::StrCat("127.0.0.1:", port_), "--db", db_, "--http-listen", "127.0.0.1:0",
+         // Low enough that a 2,000-agent storm is partly refused with a retry hint.
+         "--agent-accept-rate", "400", "--agent-accept-burst", "200"},
+        absl::Seconds(30));
+    if (!started.ok()) return false;
+    port_ = started->port;
+    http_port_ = NumberAfter(started->start_line, "HTTP on port ");
+    child_ = std::move(started->child);
+    return port_ > 0 && http_port_ > 0;
   }
 
   int Stop() {
