@@ -734,16 +734,8 @@ void AgentServiceImpl::Stop() {
         shard.get()));
   }
   for (std::unique_ptr<Shard>& shard : shards_) shard->cq->Shutdown();
-  for (std::unique_ptr<Shard>& shard : shards_) {
-    if (shard->thread.joinable()) {
-      shard->thread.join();
-    } else {
-      void* tag = nullptr;
-      bool ok = false;
-      while (shard->cq->Next(&tag, &ok)) {
-      }
-    }
-  }
+  // Started: every queue has its thread, which returns once its queue is drained.
+  for (std::unique_ptr<Shard>& shard : shards_) shard->thread.join();
 }
 
 grpc::Status AgentServiceImpl::Admit(
