@@ -10,6 +10,7 @@
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -28,6 +29,10 @@
 namespace {
 
 constexpr int kExitOk = 0;
+// A second SIGTERM/SIGINT cut the drain short (128 + SIGTERM, as a killed process reports).
+constexpr int kExitSecondSignal = 128 + SIGTERM;
+// Sent by main to the second-signal thread when the drain is over.
+constexpr int kDrainFinished = SIGUSR1;
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
@@ -369,7 +374,9 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
-  ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t blocked = signals;
+  sigaddset(&blocked, kDrainFinished);
+  ::pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
   absl::StatusOr<std::unique_ptr<rxfleet::server::FleetServer>> server =
       rxfleet::server::FleetServer::Start(options);
@@ -391,7 +398,20 @@ int main(int argc, char** argv) {
     signal_number = ::sigtimedwait(&signals, nullptr, &wait);
   }
   notifier.Stopping();
+  // A second stop signal during the drain means "now" (an operator's second Ctrl-C, or a
+  // supervisor that does not wait): exit at once, as a kill would. Every write the store
+  // acknowledged is already committed; what the drain would still have done is lost.
+  std::thread second_signal([&blocked] {
+    int second = -1;
+    if (::sigwait(&blocked, &second) == 0 && second != kDrainFinished) {
+      std::cerr << "rxfleet-server: second stop signal during the drain: exiting now\n";
+      std::_Exit(kExitSecondSignal);
+    }
+  });
   // Agent streams end over the first half of the drain, so running calls keep the rest.
   (*server)->Shutdown(drain, drain / 2);
+  // Wake the waiting thread with a signal of its set, sent to it alone.
+  ::pthread_kill(second_signal.native_handle(), kDrainFinished);
+  second_signal.join();
   return kExitOk;
 }

@@ -285,6 +285,34 @@ TEST(DrainTest, HealthIsServingThenNotServingWhileDraining) {
   EXPECT_EQ(*exit_code, 0) << server.log();
 }
 
+TEST(DrainTest, ASecondSignalDuringTheDrainExitsAtOnce) {
+  TempDir dir("rxfleet-drain");
+  // A 60 s drain that an open health Watch holds to its end: only the second signal ends it.
+  ServerProcess server(dir, {"--drain-timeout", "60s"});
+  ASSERT_TRUE(server.Start());
+  std::unique_ptr<Health::Stub> health = Health::NewStub(Channel(server.address()));
+  grpc::ClientContext watch_context;
+  WithDeadline(&watch_context, absl::Seconds(120));
+  HealthCheckRequest request;
+  std::unique_ptr<grpc::ClientReader<HealthCheckResponse>> watch =
+      health->Watch(&watch_context, request);
+  HealthCheckResponse update;
+  ASSERT_TRUE(watch->Read(&update));
+  ASSERT_TRUE(server.child().Signal(SIGTERM));
+  ASSERT_TRUE(watch->Read(&update)) << server.log();
+  EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
+  // Still draining: the first signal alone does not end the process.
+  EXPECT_FALSE(server.child().Wait(absl::Seconds(1)).ok()) << server.log();
+
+  ASSERT_TRUE(server.child().Signal(SIGINT));
+  absl::StatusOr<int> exit_code = server.child().Wait(absl::Seconds(20));
+  ASSERT_TRUE(exit_code.ok()) << "the second signal did not end the drain\n" << server.log();
+  EXPECT_EQ(*exit_code, 128 + SIGTERM) << server.log();
+  EXPECT_THAT(server.log(), ::testing::HasSubstr("second stop signal during the drain"));
+  watch_context.TryCancel();
+  watch->Finish().IgnoreError();
+}
+
 // One ServerReflectionInfo exchange: `request` out, the answer back.
 absl::StatusOr<grpc::reflection::v1alpha::ServerReflectionResponse> Reflect(
     const std::string& address, const grpc::reflection::v1alpha::ServerReflectionRequest& request) {
