@@ -1,10 +1,14 @@
 #include "common/units.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -102,6 +106,39 @@ absl::StatusOr<uint32_t> ParseKiB(std::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("size '", ToAbslView(text), "' is too large"));
   }
   return static_cast<uint32_t>(value);
+}
+
+absl::StatusOr<uint64_t> ParseBitRate(std::string_view text) {
+  const absl::string_view input = absl::StripAsciiWhitespace(ToAbslView(text));
+  absl::string_view number = input;
+  double factor = 1;
+  // Longest suffixes first: "bit/s" is a suffix of the others.
+  for (const auto& [unit, f] : {std::pair<absl::string_view, double>{"Gbit/s", 1e9},
+                                {"Mbit/s", 1e6},
+                                {"kbit/s", 1e3},
+                                {"bit/s", 1.0}}) {
+    if (absl::ConsumeSuffix(&number, unit)) {
+      factor = f;
+      break;
+    }
+  }
+  number = absl::StripTrailingAsciiWhitespace(number);
+  double value = 0;
+  const bool plain = !number.empty() && std::all_of(number.begin(), number.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
+  if (!plain || !absl::SimpleAtod(number, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rate '", absl::CHexEscape(input),
+                     "' must be a number with an optional unit bit/s, kbit/s, Mbit/s or Gbit/s "
+                     "(e.g. 50Mbit/s)"));
+  }
+  const double bps = value * factor;
+  if (!std::isfinite(bps) || bps > 1e12) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rate '", absl::CHexEscape(input), "' is above 1e12 bit/s"));
+  }
+  return static_cast<uint64_t>(std::llround(bps));
 }
 
 }  // namespace rxfleet::common

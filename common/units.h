@@ -31,6 +31,13 @@ std::string FormatHoldUs(uint32_t hold_us);
 /// Formats a hold for YAML/JSON documents, ASCII only: 32 -> "32us". ParseHoldUs accepts it.
 std::string FormatHoldYaml(uint32_t hold_us);
 
+/// Parses a bit rate: a non-negative decimal number with an optional unit bit/s, kbit/s,
+/// Mbit/s or Gbit/s (SI factors of 1000; no unit = bit/s), optionally separated by a space:
+/// "50Mbit/s", "1.5 Gbit/s", "64000". Returns whole bit/s (rounded to nearest). Errors
+/// (InvalidArgument naming the input): malformed text, an unknown unit, a negative or
+/// non-finite value, a value above 1e12 bit/s.
+absl::StatusOr<uint64_t> ParseBitRate(std::string_view text);
+
 /// Parses a size in KiB: "20KiB", "20 KiB", "20" (plain integer = KiB). Range checks are the
 /// caller's (see ValidateRxAggSettings); values above 1048576 KiB are rejected here.
 /// Errors: InvalidArgument naming the input.

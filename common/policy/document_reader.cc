@@ -7,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "common/chips/chip_table.h"
 #include "common/host_labels.h"
 #include "common/string_view_compat.h"
@@ -437,6 +439,96 @@ absl::Status DocumentReader::ReadSettings(const YAML::Node& node, absl::string_v
     absl::StatusOr<bool> force = ReadBool(it->second.second, absl::StrCat(path, ".forceEnable"));
     if (!force.ok()) return force.status();
     settings->force_enable = *force;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DocumentReader::ReadProbe(const YAML::Node& node, absl::string_view path,
+                                       ProbeSpec* probe) {
+  FieldMap f;
+  if (absl::Status s = ReadMap(
+          node, path,
+          {"server", "protocol", "direction", "parallelStreams", "duration", "udpRate", "interval"},
+          &f);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RequireFields(node, path, {"server"}, f); !s.ok()) return s;
+  const auto field = [&](absl::string_view name) { return absl::StrCat(path, ".", name); };
+  {
+    const YAML::Node& value = f["server"].second;
+    absl::StatusOr<std::string> text = ReadString(value, field("server"));
+    if (!text.ok()) return text.status();
+    if (absl::Status s = ParseProbeServer(*text, *probe); !s.ok()) {
+      return Error(value, field("server"), s.message());
+    }
+  }
+  // A word from `words` (lower case, exact).
+  const auto read_word =
+      [&](absl::string_view name,
+          std::initializer_list<absl::string_view> words) -> absl::StatusOr<int> {
+    const YAML::Node& value = f[std::string(name)].second;
+    absl::StatusOr<std::string> text = ReadString(value, field(name));
+    if (!text.ok()) return text.status();
+    int index = 0;
+    for (absl::string_view word : words) {
+      if (*text == word) return index;
+      ++index;
+    }
+    return Error(
+        value, field(name),
+        absl::StrCat("must be one of ", absl::StrJoin(words, ", "), ", found ", Found(value)));
+  };
+  if (f.contains("protocol")) {
+    absl::StatusOr<int> word = read_word("protocol", {"tcp", "udp"});
+    if (!word.ok()) return word.status();
+    probe->protocol = *word == 0 ? ProbeProtocol::kTcp : ProbeProtocol::kUdp;
+  }
+  if (f.contains("direction")) {
+    absl::StatusOr<int> word = read_word("direction", {"reverse", "forward"});
+    if (!word.ok()) return word.status();
+    probe->direction = *word == 0 ? ProbeDirection::kReverse : ProbeDirection::kForward;
+  }
+  if (auto it = f.find("parallelStreams"); it != f.end()) {
+    absl::StatusOr<uint32_t> streams = ReadCount(it->second.second, field("parallelStreams"),
+                                                 "parallelStreams", 1, kMaxProbeStreams);
+    if (!streams.ok()) return streams.status();
+    probe->parallel_streams = static_cast<int>(*streams);
+  }
+  const auto read_duration = [&](absl::string_view name, absl::Duration* out) -> absl::Status {
+    auto it = f.find(std::string(name));
+    if (it == f.end()) return absl::OkStatus();
+    const YAML::Node& value = it->second.second;
+    absl::StatusOr<std::string> text = ReadString(value, field(name));
+    if (!text.ok()) return text.status();
+    if (!absl::ParseDuration(*text, out) || *out < absl::ZeroDuration() ||
+        *out == absl::InfiniteDuration()) {
+      return Error(value, field(name),
+                   absl::StrCat("must be a duration such as 10s, 5m or 1h, found ", Found(value)));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = read_duration("duration", &probe->duration); !s.ok()) return s;
+  if (absl::Status s = read_duration("interval", &probe->interval); !s.ok()) return s;
+  if (auto it = f.find("udpRate"); it != f.end()) {
+    const YAML::Node& value = it->second.second;
+    absl::StatusOr<std::string> text = ReadString(value, field("udpRate"));
+    if (!text.ok()) return text.status();
+    absl::StatusOr<uint64_t> rate = ParseBitRate(*text);
+    if (!rate.ok()) return Error(value, field("udpRate"), rate.status().message());
+    probe->udp_rate_bps = *rate;
+  }
+  if (absl::Status s = ValidateProbeSpec(*probe); !s.ok()) {
+    // ValidateProbeSpec names "probe.<field>"; point at that field when it was written.
+    absl::string_view message = s.message();
+    absl::string_view rest = message;
+    if (absl::ConsumePrefix(&rest, "probe.")) {
+      const std::string name(rest.substr(0, rest.find_first_of(" :")));
+      if (auto it = f.find(name); it != f.end()) {
+        return Error(it->second.second, field(name), message);
+      }
+    }
+    return Error(node, path, message);
   }
   return absl::OkStatus();
 }

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "common/chips/rx_agg.h"
 #include "common/policy/policy.h"
+#include "common/probe/probe_spec.h"
 #include "common/usb_speed.h"
 #include "common/validation.h"
 
@@ -73,6 +74,11 @@ void EmitSelector(YAML::Emitter& out, const Selector& selector);
 /// The set fields of `settings` as keys of the map being emitted: hold ("1024us"),
 /// countThreshold, bufferKiB, enable, and forceEnable (only when true).
 void EmitSettingsFields(YAML::Emitter& out, const RxAggSettings& settings);
+
+/// `probe:` with every field of `probe` (server "host:port", protocol, direction,
+/// parallelStreams, duration and interval as "10s", udpRate in bit/s for UDP probes), so a
+/// document states the defaults it runs with.
+void EmitProbe(YAML::Emitter& out, const ProbeSpec& probe);
 
 // ---------------------------------------------------------------------------------------------
 // Reading.
@@ -246,6 +252,13 @@ class DocumentReader {
   /// Cross-field rules are the caller's.
   absl::Status ReadSettings(const YAML::Node& node, absl::string_view path,
                             const SettingsReadOptions& options, RxAggSettings* settings);
+
+  /// A probe map at `path` (common/probe/probe_spec.h): server (required, ParseProbeServer),
+  /// protocol (tcp|udp), direction (reverse|forward), parallelStreams (1..16), duration and
+  /// interval (durations such as "10s", "1h"), udpRate (ParseBitRate, "50Mbit/s"). Unset
+  /// fields keep the ProbeSpec defaults; ValidateProbeSpec runs at the end and its message is
+  /// reported at the field it names ("<path>.udpRate: ...") or at `path`.
+  absl::Status ReadProbe(const YAML::Node& node, absl::string_view path, ProbeSpec* probe);
 
  private:
   void Remember(const std::string& path, const YAML::Node& node) { positions_[path] = node; }

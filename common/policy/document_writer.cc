@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/policy/document_reader.h"
 #include "common/string_view_compat.h"
 #include "common/units.h"
@@ -72,6 +73,21 @@ void EmitSettingsFields(YAML::Emitter& out, const RxAggSettings& settings) {
   if (settings.force_enable) {
     out << YAML::Key << "forceEnable" << YAML::Value << YAML::TrueFalseBool << true;
   }
+}
+
+void EmitProbe(YAML::Emitter& out, const ProbeSpec& probe) {
+  out << YAML::Key << "probe" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "server" << YAML::Value << YAML::DoubleQuoted << ProbeServerAddress(probe);
+  out << YAML::Key << "protocol" << YAML::Value << std::string(ProbeProtocolName(probe.protocol));
+  out << YAML::Key << "direction" << YAML::Value
+      << std::string(ProbeDirectionName(probe.direction));
+  out << YAML::Key << "parallelStreams" << YAML::Value << probe.parallel_streams;
+  out << YAML::Key << "duration" << YAML::Value << absl::FormatDuration(probe.duration);
+  if (probe.protocol == ProbeProtocol::kUdp) {
+    out << YAML::Key << "udpRate" << YAML::Value << absl::StrCat(probe.udp_rate_bps, "bit/s");
+  }
+  out << YAML::Key << "interval" << YAML::Value << absl::FormatDuration(probe.interval);
+  out << YAML::EndMap;
 }
 
 }  // namespace rxfleet::common

@@ -37,8 +37,11 @@ absl::Status CheckLabels(const std::map<std::string, std::string>& labels) {
   return absl::OkStatus();
 }
 
-// Cross-field settings rules: not empty, valid, and valid for every layout it may reach.
-absl::Status CheckSettings(const RxAggSettings& settings, const Selector& selector) {
+// Cross-field settings rules: not empty (unless the policy only probes), valid, and valid for
+// every layout it may reach.
+absl::Status CheckSettings(const RxAggSettings& settings, const Selector& selector,
+                           bool has_probe) {
+  if (settings.Empty() && has_probe) return absl::OkStatus();
   if (settings.Empty()) {
     return absl::InvalidArgumentError(
         "spec.settings must set at least one of hold, holdUs, countThreshold, bufferKiB, enable");
@@ -58,7 +61,8 @@ class PolicyReader : public DocumentReader {
 
   absl::Status ReadSpec(const YAML::Node& node, Policy* policy, YAML::Node* settings_node) {
     FieldMap f;
-    if (absl::Status s = ReadMap(node, "spec", {"priority", "selector", "settings"}, &f); !s.ok()) {
+    if (absl::Status s = ReadMap(node, "spec", {"priority", "selector", "settings", "probe"}, &f);
+        !s.ok()) {
       return s;
     }
     if (auto it = f.find("priority"); it != f.end()) {
@@ -76,9 +80,29 @@ class PolicyReader : public DocumentReader {
         return s;
       }
     }
+    if (auto it = f.find("probe"); it != f.end()) {
+      ProbeSpec probe;
+      if (absl::Status s = ReadProbe(it->second.second, "spec.probe", &probe); !s.ok()) return s;
+      policy->probe = std::move(probe);
+      if (!f.contains("settings")) {
+        *settings_node = node;
+        return absl::OkStatus();  // A policy that only probes.
+      }
+    }
     if (absl::Status s = RequireFields(node, "spec", {"settings"}, f); !s.ok()) return s;
     *settings_node = f["settings"].second;
-    return ReadSettings(*settings_node, "spec.settings", SettingsReadOptions{}, &policy->settings);
+    if (absl::Status s =
+            ReadSettings(*settings_node, "spec.settings", SettingsReadOptions{}, &policy->settings);
+        !s.ok()) {
+      return s;
+    }
+    if (policy->probe.has_value() && policy->settings.Empty()) {
+      // `settings: {}` next to a probe says nothing; refuse it as without a probe.
+      return Error(*settings_node, "spec.settings",
+                   "must set at least one of hold, holdUs, countThreshold, bufferKiB, enable "
+                   "(or leave settings out: the policy then only probes)");
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<Policy> ReadDocument(const YAML::Node& doc) {
@@ -96,7 +120,8 @@ class PolicyReader : public DocumentReader {
     policy.resource_version = std::move(metadata.resource_version);
     YAML::Node settings_node;
     if (absl::Status s = ReadSpec(f["spec"].second, &policy, &settings_node); !s.ok()) return s;
-    if (absl::Status s = CheckSettings(policy.settings, policy.selector); !s.ok()) {
+    if (absl::Status s = CheckSettings(policy.settings, policy.selector, policy.probe.has_value());
+        !s.ok()) {
       return Error(settings_node, "spec.settings",
                    absl::StripPrefix(s.message(), "spec.settings: "));
     }
@@ -149,8 +174,14 @@ absl::Status ValidatePolicy(const Policy& policy) {
   if (std::optional<FieldProblem> p = FindSelectorProblem(selector, "spec.selector")) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, p->field, ": ", p->message));
   }
-  if (absl::Status s = CheckSettings(policy.settings, selector); !s.ok()) {
+  if (absl::Status s = CheckSettings(policy.settings, selector, policy.probe.has_value());
+      !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, s.message()));
+  }
+  if (policy.probe.has_value()) {
+    if (absl::Status s = ValidateProbeSpec(*policy.probe); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "spec.", s.message()));
+    }
   }
   return absl::OkStatus();
 }
@@ -226,9 +257,12 @@ std::string PolicyToYaml(const Policy& policy) {
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "priority" << YAML::Value << policy.priority;
   EmitSelector(out, policy.selector);
-  out << YAML::Key << "settings" << YAML::Value << YAML::BeginMap;
-  EmitSettingsFields(out, policy.settings);
-  out << YAML::EndMap;  // settings
+  if (!policy.settings.Empty() || !policy.probe.has_value()) {
+    out << YAML::Key << "settings" << YAML::Value << YAML::BeginMap;
+    EmitSettingsFields(out, policy.settings);
+    out << YAML::EndMap;  // settings
+  }
+  if (policy.probe.has_value()) EmitProbe(out, *policy.probe);
   out << YAML::EndMap;  // spec
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

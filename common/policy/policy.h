@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/chips/chip_table.h"
 #include "common/chips/rx_agg.h"
+#include "common/probe/probe_spec.h"
 #include "common/usb_speed.h"
 
 namespace rxfleet::common {
@@ -61,18 +63,29 @@ struct Selector {
 ///       chips: [rtl8922au]
 ///       vidPids: ["0bda:8912"]
 ///       adapters: []
-///     settings:                  # at least one field
+///     settings:                  # at least one field; optional when `probe` is set
 ///       hold: 1024us             # or holdUs: 1024 (not both); multiple of 32, 0..8160 µs
 ///       countThreshold: 255      # 0..255
 ///       bufferKiB: 20            # 1..20; multiple of 4 if the selector can match a v1 chip
 ///       enable: true
 ///       forceEnable: true        # only with enable: true
+///     probe:                     # optional, opt-in active iperf3 probe (probe_spec.h ranges)
+///       server: iperf.lab:5201   # required; host, host:port, [v6]:port
+///       protocol: tcp            # tcp (default) or udp
+///       direction: reverse       # reverse (default, download) or forward (upload)
+///       parallelStreams: 1       # 1..16
+///       duration: 10s            # whole seconds, 1s..60s
+///       udpRate: 50Mbit/s        # UDP only, required there; bit/s, kbit/s, Mbit/s, Gbit/s
+///       interval: 1h             # 1m..168h, between two runs on one adapter
 struct Policy {
   std::string name;
   std::map<std::string, std::string> labels;
   int priority = 0;
   Selector selector;
   RxAggSettings settings;
+  /// The active probe of the matched adapters, decided whole by the highest-precedence policy
+  /// that sets one (ResolveProbe in resolver.h); unset = no probe from this policy.
+  std::optional<ProbeSpec> probe;
   /// Where the policy came from, for messages: "file.yaml:3" (first line of its document) or
   /// "server". Not part of the document.
   std::string source;
@@ -96,8 +109,9 @@ absl::StatusOr<std::vector<Policy>> ParsePolicyDocuments(std::string_view text,
 /// Validates a policy built from data (e.g. received from the server) with the same rules as
 /// the parser: name syntax and not "builtin-default", labels, priority range, selector terms
 /// (chips known, speeds not unknown, adapter ids non-empty), settings (ValidateRxAggSettings,
-/// at least one field set, and the v1 4 KiB buffer rule for every layout the selector can
-/// match). Returns InvalidArgument naming the policy and the field.
+/// at least one field set unless the policy has a probe, and the v1 4 KiB buffer rule for
+/// every layout the selector can match), the probe (ValidateProbeSpec, "spec.probe: ..."). Returns
+/// InvalidArgument naming the policy and the field.
 absl::Status ValidatePolicy(const Policy& policy);
 
 /// Loads policies from files and directories. A directory contributes its *.yaml and *.yml

@@ -108,6 +108,22 @@ RxAggSettings ResolvedSettings::ToSettings() const {
   return settings;
 }
 
+std::optional<Resolved<ProbeSpec>> ResolveProbe(const AdapterAttributes& adapter,
+                                                absl::Span<const PolicyLayer> layers) {
+  std::optional<Candidate> winner;
+  for (const PolicyLayer& layer : layers) {
+    if (layer.policies == nullptr || layer.source == PolicySource::kBuiltinDefault) continue;
+    for (const Policy& policy : *layer.policies) {
+      if (!policy.probe.has_value() || !Matches(policy.selector, adapter)) continue;
+      const Candidate candidate{layer.source, &policy};
+      if (!winner.has_value() || Beats(candidate, *winner)) winner = candidate;
+    }
+  }
+  if (!winner.has_value()) return std::nullopt;
+  return Resolved<ProbeSpec>{*winner->policy->probe,
+                             MakeProvenance(winner->source, *winner->policy)};
+}
+
 Policy BuiltinDefaultPolicy(UsbSpeed usb_speed) {
   Policy policy;
   policy.name = std::string(kBuiltinDefaultPolicyName);

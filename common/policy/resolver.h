@@ -70,6 +70,14 @@ struct PolicyLayer {
 /// with source kBuiltinDefault ranks below all other layers.
 ResolvedSettings Resolve(const AdapterAttributes& adapter, absl::Span<const PolicyLayer> layers);
 
+/// The active probe of one adapter (PolicySpec.probe): of the policies in `layers` that match
+/// the adapter and set a probe, the one that wins by the order of a settings field (priority,
+/// then source experiment > server > local file, then the smaller name) decides the whole
+/// probe. nullopt when no matching policy sets one. The built-in default sets no probe;
+/// experiment probes come with assignments, not through here.
+std::optional<Resolved<ProbeSpec>> ResolveProbe(const AdapterAttributes& adapter,
+                                                absl::Span<const PolicyLayer> layers);
+
 /// The built-in default, "builtin-default": sets only the hold, by USB speed, from the seed
 /// measurements (RTL8922AU, rtw89 usb.c patch "short hold on USB 3 only"):
 ///  - SuperSpeed and SuperSpeed+ -> 32 µs (1 unit; reg 0x6000 = 0x80FF0114 on v3);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/chips/family.h"
+#include "common/proto/probe.h"
 #include "common/string_view_compat.h"
 
 namespace rxfleet::common {
@@ -143,6 +144,7 @@ v1::Policy PolicyToProto(const Policy& policy) {
   spec->set_priority(policy.priority);
   *spec->mutable_selector() = SelectorToProto(policy.selector);
   *spec->mutable_settings() = RxAggSettingsToProto(policy.settings);
+  if (policy.probe.has_value()) *spec->mutable_probe() = ProbeSpecToProto(*policy.probe);
   return out;
 }
 
@@ -161,6 +163,14 @@ absl::StatusOr<Policy> PolicyFromProto(const v1::Policy& policy, std::string_vie
   }
   out.selector = *std::move(selector);
   out.settings = RxAggSettingsFromProto(policy.spec().settings());
+  if (policy.spec().has_probe()) {
+    absl::StatusOr<ProbeSpec> probe = ProbeSpecFromProto(policy.spec().probe(), "spec.probe");
+    if (!probe.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("policy '", name, "': ", probe.status().message()));
+    }
+    out.probe = *std::move(probe);
+  }
   // ValidatePolicy's messages start with "policy 'NAME': ".
   if (absl::Status s = ValidatePolicy(out); !s.ok()) return s;
   return out;

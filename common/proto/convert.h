@@ -55,11 +55,11 @@ v1::AdapterSelector SelectorToProto(const Selector& selector);
 absl::StatusOr<Selector> SelectorFromProto(const v1::AdapterSelector& selector);
 
 /// Policy -> v1::Policy: metadata.name, metadata.labels, metadata.resource_version,
-/// spec.priority, spec.selector, spec.settings. Nothing else is set.
+/// spec.priority, spec.selector, spec.settings, spec.probe (when set). Nothing else is set.
 v1::Policy PolicyToProto(const Policy& policy);
 
 /// v1::Policy -> validated Policy (metadata.name, labels, resource_version; spec.priority,
-/// selector, settings; description, annotations and status are not part of the value type).
+/// selector, settings, probe (ProbeSpecFromProto); description, annotations and status are not part of the value type).
 /// `source` becomes Policy::source ("server", "bundle 12"). Errors: InvalidArgument starting
 /// with "policy 'NAME': " for SelectorFromProto failures and every ValidatePolicy failure.
 absl::StatusOr<Policy> PolicyFromProto(const v1::Policy& policy, std::string_view source);

@@ -235,6 +235,13 @@ std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& sna
         deciders.insert(origin.provenance.name);
       }
     }
+    // A policy's probe is decided whole, like a field (common::ResolveProbe).
+    const std::vector<common::PolicyLayer> probe_layers = {
+        {common::PolicySource::kServerPolicy, &snapshot.valid}};
+    if (std::optional<common::Resolved<common::ProbeSpec>> probe =
+            common::ResolveProbe(attributes, probe_layers)) {
+      deciders.insert(probe->provenance.name);
+    }
     for (const std::string& name : deciders) ++effective[name];
   }
   std::map<std::string, v1::PolicyStatus> out;
@@ -264,8 +271,8 @@ std::map<std::string, v1::PolicyStatus> PolicyStatuses(const PolicySnapshot& sna
     shadowed->set_reason(is_shadowed ? "OutRanked" : "Decides");
     if (is_shadowed) {
       shadowed->set_message(
-          "every field this policy sets is decided by a higher-priority policy or a running "
-          "experiment on all matched adapters");
+          "every field (and the probe) this policy sets is decided by a higher-priority policy "
+          "or a running experiment on all matched adapters");
     }
     shadowed->set_observed_generation(policy.metadata().generation());
   }

@@ -4,6 +4,7 @@
 
 #include "common/proto/checked_duration.h"
 #include "common/proto/convert.h"
+#include "common/proto/probe.h"
 #include "common/proto/time.h"
 
 namespace rxfleet::common {
@@ -191,6 +192,57 @@ TEST(TimeProtoTest, CheckedDurationsRefuseWhatIsNotADuration) {
   d.set_seconds(0);
   d.set_nanos(-1000000000);
   EXPECT_FALSE(CheckedDurationFromProto(d, "x").ok());
+}
+
+TEST(ProbeProtoTest, DefaultsRangesAndTheRoundTrip) {
+  v1::ProbeSpec proto;
+  proto.set_server("10.0.0.5");
+  absl::StatusOr<ProbeSpec> spec = ProbeSpecFromProto(proto, "spec.probe");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->server_port, kDefaultIperfPort);
+  EXPECT_EQ(spec->protocol, ProbeProtocol::kTcp);
+  EXPECT_EQ(spec->direction, ProbeDirection::kReverse);
+  EXPECT_EQ(spec->parallel_streams, 1);
+  EXPECT_EQ(spec->duration, kDefaultProbeDuration);
+  EXPECT_EQ(spec->interval, kDefaultProbeInterval);
+  absl::StatusOr<ProbeSpec> again = ProbeSpecFromProto(ProbeSpecToProto(*spec), "x");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *spec);
+
+  v1::ProbeSpec bad = proto;
+  bad.set_protocol(static_cast<v1::ProbeProtocol>(7));
+  EXPECT_THAT(ProbeSpecFromProto(bad, "spec.probe").status().message(),
+              HasSubstr("spec.probe.protocol 7 is unknown"));
+  bad = proto;
+  bad.set_parallel_streams(100000);
+  EXPECT_THAT(ProbeSpecFromProto(bad, "spec.probe").status().message(),
+              HasSubstr("parallelStreams 100000 is outside 1..16"));
+  bad = proto;
+  bad.mutable_duration()->set_seconds(1);
+  bad.mutable_duration()->set_nanos(-5);
+  EXPECT_FALSE(ProbeSpecFromProto(bad, "spec.probe").ok());
+  bad = proto;
+  bad.set_server("");
+  EXPECT_THAT(ProbeSpecFromProto(bad, "spec.probe").status().message(),
+              HasSubstr("spec.probe: probe.server is required"));
+  bad.set_server("a b");
+  EXPECT_THAT(ProbeSpecFromProto(bad, "spec.probe").status().message(), HasSubstr("probe server"));
+}
+
+TEST(ProbeProtoTest, PoliciesCarryTheirProbe) {
+  v1::Policy proto;
+  proto.mutable_metadata()->set_name("probe-lab");
+  proto.mutable_spec()->mutable_probe()->set_server("iperf.lab:5202");
+  absl::StatusOr<Policy> policy = PolicyFromProto(proto, "server");
+  ASSERT_TRUE(policy.ok()) << policy.status();  // a probe-only policy needs no settings
+  ASSERT_TRUE(policy->probe.has_value());
+  EXPECT_EQ(policy->probe->server_port, 5202);
+  absl::StatusOr<Policy> again = PolicyFromProto(PolicyToProto(*policy), "server");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->probe, policy->probe);
+  proto.mutable_spec()->mutable_probe()->set_protocol(v1::PROBE_PROTOCOL_UDP);
+  EXPECT_THAT(PolicyFromProto(proto, "server").status().message(),
+              HasSubstr("policy 'probe-lab': spec.probe: probe.udpRate"));
 }
 
 }  // namespace

@@ -245,5 +245,37 @@ TEST_F(PrecedenceServiceTest, PromotionPredictsTheStateAfterTheExperiment) {
   }
 }
 
+TEST_F(PrecedenceServiceTest, AProbeOnlyPolicyDecidesTheProbeAndIsNotShadowed) {
+  v1::ApplyPolicyRequest request;
+  v1::Policy* policy = request.mutable_policy();
+  policy->mutable_metadata()->set_name("probe-lab");
+  policy->mutable_spec()->mutable_probe()->set_server("10.0.0.5");
+  v1::ApplyPolicyResponse response;
+  {
+    grpc::ClientContext context;
+    const grpc::Status status =
+        server_->fleet().ApplyPolicy(Deadline(&context), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  // No settings: no register changes; the probe is the policy's whole effect.
+  EXPECT_THAT(response.affected_adapters(), IsEmpty());
+  const v1::Policy listed = ListedPolicy("probe-lab");
+  EXPECT_EQ(listed.status().matched_adapters(), 2u);
+  EXPECT_EQ(listed.status().effective_adapters(), 2u);
+  for (const v1::Condition& c : listed.status().conditions()) {
+    if (c.type() == "Shadowed") {
+      EXPECT_EQ(c.status(), v1::CONDITION_STATUS_FALSE);
+    }
+  }
+  EXPECT_EQ(listed.spec().probe().server(), "10.0.0.5");  // stored as written
+
+  // A probe the agents could not run is refused with the field named.
+  policy->mutable_spec()->mutable_probe()->set_protocol(v1::PROBE_PROTOCOL_UDP);
+  grpc::ClientContext context;
+  const grpc::Status refused = server_->fleet().ApplyPolicy(Deadline(&context), request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("spec.probe: probe.udpRate"));
+}
+
 }  // namespace
 }  // namespace rxfleet::server
