@@ -7,17 +7,19 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/string_view_compat.h"
 
 namespace rxfleet::common {
 namespace {
 
 absl::Status ServerProblem(std::string_view address, std::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("probe server '", absl::CHexEscape(address), "': ", what));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "probe server '", absl::CHexEscape(ToAbslView(address)), "': ", ToAbslView(what)));
 }
 
 bool HostCharactersOk(std::string_view host) {
@@ -72,7 +74,7 @@ absl::Status ParseProbeServer(std::string_view address, ProbeSpec& spec) {
     const bool digits = port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) {
                           return absl::ascii_isdigit(static_cast<unsigned char>(c));
                         });
-    if (!digits || !absl::SimpleAtoi(port, &port_number) || port_number < 1 ||
+    if (!digits || !absl::SimpleAtoi(ToAbslView(port), &port_number) || port_number < 1 ||
         port_number > 65535) {
       return ServerProblem(address, "port must be a number in 1..65535");
     }

@@ -7,17 +7,20 @@
 #include "absl/time/time.h"
 #include "common/proto/checked_duration.h"
 #include "common/proto/time.h"
+#include "common/string_view_compat.h"
 
 namespace rxfleet::common {
 namespace {
 
-absl::Status Prefixed(std::string_view field, const absl::Status& status) {
+absl::Status Prefixed(absl::string_view field, const absl::Status& status) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", status.message()));
 }
 
 }  // namespace
 
-absl::StatusOr<ProbeSpec> ProbeSpecFromProto(const v1::ProbeSpec& proto, std::string_view field) {
+absl::StatusOr<ProbeSpec> ProbeSpecFromProto(const v1::ProbeSpec& proto,
+                                             std::string_view std_field) {
+  const absl::string_view field = ToAbslView(std_field);
   ProbeSpec spec;
   if (absl::Status s = ParseProbeServer(proto.server(), spec); !s.ok() && !proto.server().empty()) {
     return Prefixed(field, s);
@@ -54,13 +57,13 @@ absl::StatusOr<ProbeSpec> ProbeSpecFromProto(const v1::ProbeSpec& proto, std::st
       proto.parallel_streams() == 0 ? 1 : static_cast<int>(proto.parallel_streams());
   if (proto.has_duration()) {
     absl::StatusOr<absl::Duration> d =
-        CheckedDurationFromProto(proto.duration(), absl::StrCat(field, ".duration"));
+        CheckedDurationFromProto(proto.duration(), ToStdView(absl::StrCat(field, ".duration")));
     if (!d.ok()) return d.status();
     spec.duration = *d;
   }
   if (proto.has_interval()) {
     absl::StatusOr<absl::Duration> d =
-        CheckedDurationFromProto(proto.interval(), absl::StrCat(field, ".interval"));
+        CheckedDurationFromProto(proto.interval(), ToStdView(absl::StrCat(field, ".interval")));
     if (!d.ok()) return d.status();
     spec.interval = *d;
   }
