@@ -12,6 +12,8 @@
 #include "cli/output/format.h"
 #include "cli/output/resources.h"
 #include "cli/output/table.h"
+#include "common/probe/probe_spec.h"
+#include "common/proto/probe.h"
 #include "common/units.h"
 
 namespace rxfleet::cli {
@@ -375,6 +377,11 @@ void DescribeExperiment(const v1::Experiment& experiment, const std::vector<v1::
   }
   if (spec.min_windows_per_arm() != 0) {
     Field(out, "  Min windows/arm", absl::StrCat(spec.min_windows_per_arm()));
+  }
+  if (spec.has_probe()) {
+    absl::StatusOr<common::ProbeSpec> probe = common::ProbeSpecFromProto(spec.probe(), "probe");
+    Field(out, "  Probe",
+          probe.ok() ? common::DescribeProbeSpec(*probe) : OrNone(spec.probe().server()));
   }
   PrintSelector(spec.selector(), out);
   if (spec.arms().empty()) {

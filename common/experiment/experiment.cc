@@ -168,13 +168,95 @@ class ExperimentReader : public common::DocumentReader {
     return absl::OkStatus();
   }
 
+  // spec.probe: every field read and range-checked here so errors point at the value; the
+  // cross-field rules (window, metrics) are CheckExperiment's.
+  absl::Status ReadProbe(const YAML::Node& node, Experiment* e) {
+    FieldMap f;
+    if (absl::Status s = ReadMap(node, "spec.probe",
+                                 {"server", "protocol", "direction", "parallelStreams", "duration",
+                                  "udpRate", "interval"},
+                                 &f);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = RequireFields(node, "spec.probe", {"server"}, f); !s.ok()) return s;
+    common::ProbeSpec probe;
+    const YAML::Node& server_node = f["server"].second;
+    absl::StatusOr<std::string> server = ReadString(server_node, "spec.probe.server");
+    if (!server.ok()) return server.status();
+    if (absl::Status s = common::ParseProbeServer(*server, probe); !s.ok()) {
+      return Error(server_node, "spec.probe.server", s.message());
+    }
+    if (auto it = f.find("protocol"); it != f.end()) {
+      absl::StatusOr<std::string> text = ReadString(it->second.second, "spec.probe.protocol");
+      if (!text.ok()) return text.status();
+      if (*text == "tcp") {
+        probe.protocol = common::ProbeProtocol::kTcp;
+      } else if (*text == "udp") {
+        probe.protocol = common::ProbeProtocol::kUdp;
+      } else {
+        return Error(it->second.second, "spec.probe.protocol",
+                     absl::StrCat("unknown protocol '", *text, "' (expected tcp or udp)"));
+      }
+    }
+    if (auto it = f.find("direction"); it != f.end()) {
+      absl::StatusOr<std::string> text = ReadString(it->second.second, "spec.probe.direction");
+      if (!text.ok()) return text.status();
+      if (*text == "reverse") {
+        probe.direction = common::ProbeDirection::kReverse;
+      } else if (*text == "forward") {
+        probe.direction = common::ProbeDirection::kForward;
+      } else {
+        return Error(it->second.second, "spec.probe.direction",
+                     absl::StrCat("unknown direction '", *text,
+                                  "' (expected reverse: the adapter receives, or forward: it "
+                                  "sends)"));
+      }
+    }
+    if (auto it = f.find("parallelStreams"); it != f.end()) {
+      absl::StatusOr<uint32_t> n = ReadCount(it->second.second, "spec.probe.parallelStreams",
+                                             "parallelStreams", 1, common::kMaxProbeStreams);
+      if (!n.ok()) return n.status();
+      probe.parallel_streams = static_cast<int>(*n);
+    }
+    if (auto it = f.find("duration"); it != f.end()) {
+      absl::StatusOr<absl::Duration> d = ReadDuration(it->second.second, "spec.probe.duration");
+      if (!d.ok()) return d.status();
+      probe.duration = *d;
+    }
+    if (auto it = f.find("udpRate"); it != f.end()) {
+      const YAML::Node& rate_node = it->second.second;
+      absl::StatusOr<std::string> text = ReadString(rate_node, "spec.probe.udpRate");
+      if (!text.ok()) return text.status();
+      // The same bit-rate syntax as throughput thresholds: "50Mbit/s", "2e8".
+      absl::StatusOr<double> bps = ParseMetricValue(Metric::kProbeRxThroughputBps, *text);
+      if (!bps.ok() || *bps != std::floor(*bps) || *bps > 1e19) {
+        return Error(rate_node, "spec.probe.udpRate",
+                     absl::StrCat("must be a whole number of bit/s, optionally with bit/s, "
+                                  "kbit/s, Mbit/s or Gbit/s (e.g. 50Mbit/s), found ",
+                                  Found(rate_node)));
+      }
+      probe.udp_rate_bps = static_cast<uint64_t>(*bps);
+    }
+    if (auto it = f.find("interval"); it != f.end()) {
+      return Error(it->second.second, "spec.probe.interval",
+                   "applies to policies only: an experiment probes once per metric window");
+    }
+    if (absl::Status s = common::ValidateProbeSpec(probe); !s.ok()) {
+      return Error(node, "spec.probe", s.message());
+    }
+    e->probe = std::move(probe);
+    return absl::OkStatus();
+  }
+
   absl::Status ReadSpec(const YAML::Node& node, Experiment* e) {
     FieldMap f;
     if (absl::Status s =
             ReadMap(node, "spec",
                     {"selector", "arms", "control", "design", "duration", "windowLength",
                      "periodLength", "burnIn", "primaryMetric", "secondaryMetrics", "guardrails",
-                     "segments", "minAdaptersPerArm", "minWindowsPerArm", "priority", "seed"},
+                     "segments", "minAdaptersPerArm", "minWindowsPerArm", "priority", "seed",
+                     "probe"},
                     &f);
         !s.ok()) {
       return s;
@@ -281,6 +363,9 @@ class ExperimentReader : public common::DocumentReader {
       }
       e->seed = seed;
     }
+    if (auto it = f.find("probe"); it != f.end()) {
+      if (absl::Status s = ReadProbe(it->second.second, e); !s.ok()) return s;
+    }
     return absl::OkStatus();
   }
 
@@ -337,6 +422,17 @@ uint32_t Experiment::MinAdapters(const Guardrail& guardrail) const {
 
 uint32_t Experiment::MinWindows(const Guardrail& guardrail) const {
   return guardrail.min_windows.value_or(min_windows_per_arm);
+}
+
+bool Experiment::NamesProbeMetric() const {
+  if (IsProbeMetric(primary_metric)) return true;
+  for (Metric m : secondary_metrics) {
+    if (IsProbeMetric(m)) return true;
+  }
+  for (const Guardrail& g : guardrails) {
+    if (IsProbeMetric(g.metric)) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<std::vector<Experiment>> ParseExperimentDocuments(std::string_view std_text,
@@ -423,6 +519,21 @@ std::string ExperimentToYaml(const Experiment& e) {
   out << YAML::Key << "minWindowsPerArm" << YAML::Value << e.min_windows_per_arm;
   out << YAML::Key << "priority" << YAML::Value << e.priority;
   out << YAML::Key << "seed" << YAML::Value << e.seed;
+  if (e.probe) {
+    const common::ProbeSpec& p = *e.probe;
+    out << YAML::Key << "probe" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "server" << YAML::Value << YAML::DoubleQuoted
+        << common::ProbeServerAddress(p);
+    out << YAML::Key << "protocol" << YAML::Value << std::string(common::ProbeProtocolName(p.protocol));
+    out << YAML::Key << "direction" << YAML::Value
+        << std::string(common::ProbeDirectionName(p.direction));
+    out << YAML::Key << "parallelStreams" << YAML::Value << p.parallel_streams;
+    out << YAML::Key << "duration" << YAML::Value << absl::FormatDuration(p.duration);
+    if (p.protocol == common::ProbeProtocol::kUdp) {
+      out << YAML::Key << "udpRate" << YAML::Value << p.udp_rate_bps;
+    }
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;  // spec
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

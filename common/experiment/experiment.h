@@ -15,6 +15,7 @@
 #include "common/experiment/metric.h"
 #include "common/policy/policy.h"
 #include "common/policy/selectors.h"
+#include "common/probe/probe_spec.h"
 
 namespace rxfleet::experiments {
 
@@ -37,6 +38,10 @@ inline constexpr absl::Duration kDefaultWindowLength = absl::Seconds(60);
 inline constexpr absl::Duration kMinWindowLength = absl::Seconds(1);
 inline constexpr absl::Duration kMaxWindowLength = absl::Hours(1);
 inline constexpr absl::Duration kMaxExperimentDuration = absl::Hours(24 * 90);
+/// Margin added to a probe's duration to form its slot in a window (clock offsets between
+/// agents, iperf3 connection set-up): a probe needs duration + kProbeSlotMargin <=
+/// windowLength, and probes sharing an iperf3 server start at least that far apart.
+inline constexpr absl::Duration kProbeSlotMargin = absl::Seconds(2);
 
 /// Segment keys computed from the adapter rather than from host labels.
 inline constexpr std::string_view kSegmentUsbSpeed = "usb_speed";  ///< UsbSpeedName
@@ -118,6 +123,13 @@ struct Guardrail {
 ///     minWindowsPerArm: 10       # optional, 1..10000000, default 10
 ///     priority: 0                # optional, -1000..1000, as PolicySpec.priority
 ///     seed: 0                    # optional, uint64; 0 lets the server choose
+///     probe:                     # required iff a primary, secondary or guardrail metric is
+///       server: 10.0.0.1:5201    #   a probe_* metric; iperf3 server host[:port], required
+///       protocol: tcp            #   tcp (default) | udp
+///       direction: reverse       #   reverse (default, the adapter receives) | forward
+///       parallelStreams: 1       #   1..16, default 1
+///       duration: 10s            #   whole seconds in 1s..60s, default 10s
+///       udpRate: 50Mbit/s        #   UDP only and required there: bit/s, 1 kbit/s..10 Gbit/s
 /// Durations use Go/Abseil syntax ("90s", "5m", "1h30m", "500ms").
 ///
 /// Cross-field rules: `control` names an arm; windowLength <= duration; switchback:
@@ -126,7 +138,10 @@ struct Guardrail {
 /// duration >= periodLength * (sum of weights) (every adapter sees one full balanced block);
 /// parallel: burnIn + windowLength <= duration; each arm's settings pass
 /// ValidateRxAggSettings and, for every register layout the selector can match,
-/// ValidateRxAggSettingsForLayout.
+/// ValidateRxAggSettingsForLayout. Probe: ValidateProbeSpec (interval is ignored);
+/// probe.duration + kProbeSlotMargin <= windowLength; probe_rx_throughput_bps needs direction
+/// reverse, probe_tx_throughput_bps forward, probe_udp_* protocol udp, probe_tcp_retransmits
+/// tcp.
 struct Experiment {
   std::string name;
   std::map<std::string, std::string> labels;
@@ -147,6 +162,10 @@ struct Experiment {
   uint32_t min_windows_per_arm = kDefaultMinWindowsPerArm;
   int priority = 0;
   uint64_t seed = 0;
+  /// The active probe every adapter under test runs once per window (after burn-in); set iff
+  /// a reported or guarded metric is a probe metric (IsProbeMetric). Its interval is unused
+  /// and always kDefaultProbeInterval.
+  std::optional<common::ProbeSpec> probe;
   /// Where the experiment came from, for messages: "file.yaml:3" or "server". Not part of
   /// the document.
   std::string source;
@@ -166,6 +185,8 @@ struct Experiment {
   uint32_t MinAdapters(const Guardrail& guardrail) const;
   /// Windows a guardrail needs (its own or the experiment's minimum).
   uint32_t MinWindows(const Guardrail& guardrail) const;
+  /// True when the primary, a secondary or a guardrail metric is a probe metric.
+  bool NamesProbeMetric() const;
 
   friend bool operator==(const Experiment&, const Experiment&) = default;
 };

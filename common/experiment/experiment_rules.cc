@@ -51,6 +51,67 @@ std::optional<std::string> SettingsProblem(const RxAggSettings& settings,
 
 std::string Dur(absl::Duration d) { return absl::FormatDuration(d); }
 
+// The probe metrics an experiment names, with the field naming each, in document order.
+std::vector<std::pair<Metric, std::string>> ProbeMetricFields(const Experiment& e) {
+  std::vector<std::pair<Metric, std::string>> out;
+  if (IsProbeMetric(e.primary_metric)) out.emplace_back(e.primary_metric, "spec.primaryMetric");
+  for (size_t i = 0; i < e.secondary_metrics.size(); ++i) {
+    if (IsProbeMetric(e.secondary_metrics[i])) {
+      out.emplace_back(e.secondary_metrics[i], absl::StrCat("spec.secondaryMetrics[", i, "]"));
+    }
+  }
+  for (size_t i = 0; i < e.guardrails.size(); ++i) {
+    if (IsProbeMetric(e.guardrails[i].metric)) {
+      out.emplace_back(e.guardrails[i].metric, absl::StrCat("spec.guardrails[", i, "].metric"));
+    }
+  }
+  return out;
+}
+
+// What a probe metric needs of the probe: the field and the value it must have, or nullopt.
+std::optional<FieldError> ProbeMismatch(Metric metric, const std::string& where,
+                                        const common::ProbeSpec& probe) {
+  const std::string name(MetricName(metric));
+  switch (metric) {
+    case Metric::kProbeRxThroughputBps:
+      if (probe.direction != common::ProbeDirection::kReverse) {
+        return FieldError{"spec.probe.direction",
+                          absl::StrCat(name, " (", where,
+                                       ") is what the adapter receives and needs direction: "
+                                       "reverse; the probe is forward")};
+      }
+      break;
+    case Metric::kProbeTxThroughputBps:
+      if (probe.direction != common::ProbeDirection::kForward) {
+        return FieldError{"spec.probe.direction",
+                          absl::StrCat(name, " (", where,
+                                       ") is what the adapter sends and needs direction: "
+                                       "forward; the probe is reverse")};
+      }
+      break;
+    case Metric::kProbeUdpLossRatio:
+    case Metric::kProbeUdpJitterSeconds:
+      if (probe.protocol != common::ProbeProtocol::kUdp) {
+        return FieldError{"spec.probe.protocol",
+                          absl::StrCat(name, " (", where,
+                                       ") is measured by UDP probes only and needs protocol: "
+                                       "udp; the probe is tcp")};
+      }
+      break;
+    case Metric::kProbeTcpRetransmits:
+      if (probe.protocol != common::ProbeProtocol::kTcp) {
+        return FieldError{"spec.probe.protocol",
+                          absl::StrCat(name, " (", where,
+                                       ") is measured by TCP probes only and needs protocol: "
+                                       "tcp; the probe is udp")};
+      }
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // Every rule of the document, in document order. The first broken rule is returned.
@@ -241,6 +302,34 @@ CheckResult CheckExperiment(const Experiment& e) {
                                                       " is out of range 1..10000000"));
   }
   if (auto p = Problem(common::CheckPriority(e.priority))) return fail("spec.priority", *p);
+
+  const std::vector<std::pair<Metric, std::string>> probe_metrics = ProbeMetricFields(e);
+  if (!e.probe) {
+    if (!probe_metrics.empty()) {
+      const auto& [metric, where] = probe_metrics.front();
+      return fail(where, absl::StrCat(ToAbslView(MetricName(metric)),
+                                      " is measured by an active probe: the experiment needs a "
+                                      "spec.probe (an iperf3 server, protocol, direction)"));
+    }
+    return std::nullopt;
+  }
+  if (probe_metrics.empty()) {
+    return fail("spec.probe",
+                "no primary, secondary or guardrail metric is a probe_* metric; a probe costs "
+                "airtime in every window, so name one or remove the probe");
+  }
+  if (auto p = Problem(common::ValidateProbeSpec(*e.probe))) return fail("spec.probe", *p);
+  if (e.probe->duration + kProbeSlotMargin > e.window_length) {
+    return fail("spec.probe.duration",
+                absl::StrCat("probe duration ", Dur(e.probe->duration), " plus its ",
+                             Dur(kProbeSlotMargin), " margin does not fit in windowLength ",
+                             Dur(e.window_length),
+                             " (one probe runs inside each window): shorten the probe or "
+                             "lengthen the window"));
+  }
+  for (const auto& [metric, where] : probe_metrics) {
+    if (std::optional<FieldError> p = ProbeMismatch(metric, where, *e.probe)) return p;
+  }
   return std::nullopt;
 }
 

@@ -33,6 +33,11 @@ constexpr MetricInfo kCatalogue[kMetricCount] = {
     {Metric::kProbeLossRatio, "probe_loss_ratio", MetricUnit::kRatio, false},
     {Metric::kBusiestCoreRatio, "busiest_core_ratio", MetricUnit::kRatio, false},
     {Metric::kHostCpuRatio, "host_cpu_ratio", MetricUnit::kRatio, false},
+    {Metric::kProbeRxThroughputBps, "probe_rx_throughput_bps", MetricUnit::kBitsPerSecond, true},
+    {Metric::kProbeTxThroughputBps, "probe_tx_throughput_bps", MetricUnit::kBitsPerSecond, true},
+    {Metric::kProbeUdpLossRatio, "probe_udp_loss_ratio", MetricUnit::kRatio, false},
+    {Metric::kProbeUdpJitterSeconds, "probe_udp_jitter_seconds", MetricUnit::kSeconds, false},
+    {Metric::kProbeTcpRetransmits, "probe_tcp_retransmits", MetricUnit::kCount, false},
 };
 
 const MetricInfo& Info(Metric metric) { return kCatalogue[static_cast<size_t>(metric)]; }
@@ -61,6 +66,8 @@ std::string UnitHint(MetricUnit unit) {
       return "a number of seconds, optionally with ns, us, ms or s";
     case MetricUnit::kRatio:
       return "a ratio in [0, 1] or a percentage such as 5%";
+    case MetricUnit::kCount:
+      return "a plain number (a count per probe)";
   }
   return "";
 }
@@ -80,6 +87,8 @@ std::pair<double, std::string_view> Scale(MetricUnit unit, double value) {
       return {value * 1e6, "\xC2\xB5s"};
     case MetricUnit::kRatio:
       return {value * 100, "%"};
+    case MetricUnit::kCount:
+      return {value, ""};
   }
   return {value, ""};
 }
@@ -105,6 +114,19 @@ std::string_view MetricName(Metric metric) { return Info(metric).name; }
 MetricUnit UnitOf(Metric metric) { return Info(metric).unit; }
 
 bool HigherIsBetter(Metric metric) { return Info(metric).higher_is_better; }
+
+bool IsProbeMetric(Metric metric) {
+  switch (metric) {
+    case Metric::kProbeRxThroughputBps:
+    case Metric::kProbeTxThroughputBps:
+    case Metric::kProbeUdpLossRatio:
+    case Metric::kProbeUdpJitterSeconds:
+    case Metric::kProbeTcpRetransmits:
+      return true;
+    default:
+      return false;
+  }
+}
 
 absl::StatusOr<Metric> ParseMetric(std::string_view name) {
   for (const MetricInfo& info : kCatalogue) {
@@ -144,6 +166,8 @@ absl::StatusOr<double> ParseMetricValue(Metric metric, std::string_view text) {
         has_suffix = true;
       }
       break;
+    case MetricUnit::kCount:
+      break;
   }
   if (has_suffix) s = absl::StripTrailingAsciiWhitespace(s);
   double number = 0;
@@ -171,6 +195,7 @@ absl::StatusOr<double> ParseMetricValue(Metric metric, std::string_view text) {
 std::string FormatMetricValue(Metric metric, double value) {
   if (!std::isfinite(value)) return "n/a";
   const auto [scaled, unit] = Scale(UnitOf(metric), value);
+  if (unit.empty()) return FourDigits(scaled);
   return absl::StrCat(FourDigits(scaled), " ", ToAbslView(unit));
 }
 
@@ -181,6 +206,7 @@ std::string FormatMetricDelta(Metric metric, double delta) {
     return absl::StrCat(delta >= 0 ? "+" : "", FourDigits(delta * 100), " pp");
   }
   const auto [scaled, unit_text] = Scale(unit, delta);
+  if (unit_text.empty()) return absl::StrCat(delta >= 0 ? "+" : "", FourDigits(scaled));
   return absl::StrCat(delta >= 0 ? "+" : "", FourDigits(scaled), " ", ToAbslView(unit_text));
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto/checked_duration.h"
 #include "common/proto/convert.h"
+#include "common/proto/probe.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
 
@@ -48,6 +49,10 @@ v1::ExperimentSpec ExperimentSpecToProto(const Experiment& e) {
   spec.set_seed(e.seed);
   spec.set_min_adapters_per_arm(e.min_adapters_per_arm);
   spec.set_min_windows_per_arm(e.min_windows_per_arm);
+  if (e.probe) {
+    *spec.mutable_probe() = common::ProbeSpecToProto(*e.probe);
+    spec.mutable_probe()->clear_interval();  // policies only
+  }
   return spec;
 }
 
@@ -149,6 +154,14 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in, std::st
   e.seed = spec.seed();
   if (spec.min_adapters_per_arm() != 0) e.min_adapters_per_arm = spec.min_adapters_per_arm();
   if (spec.min_windows_per_arm() != 0) e.min_windows_per_arm = spec.min_windows_per_arm();
+  if (spec.has_probe()) {
+    v1::ProbeSpec without_interval = spec.probe();
+    without_interval.clear_interval();  // policies only; ignored here
+    absl::StatusOr<common::ProbeSpec> probe =
+        common::ProbeSpecFromProto(without_interval, "spec.probe");
+    if (!probe.ok()) return fail(probe.status().message());
+    e.probe = *std::move(probe);
+  }
   if (absl::Status s = ValidateExperiment(e); !s.ok()) return s;
   return e;
 }

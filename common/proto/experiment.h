@@ -10,6 +10,8 @@
 //  - minAdaptersPerArm, minWindowsPerArm and a guardrail's minAdapters/minWindows map to the
 //    fields of the same names; 0 in the API means the document's default.
 //  - relative_to_control guardrails are not supported (InvalidArgument).
+//  - spec.probe <-> Experiment::probe (common/proto/probe.h); its interval is for policies
+//    only: not written, and ignored when read.
 
 #include <string_view>
 

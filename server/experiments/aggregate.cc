@@ -68,6 +68,21 @@ std::optional<double> ValueOf(const Window& w, Metric metric, double seconds) {
       return w.busiest_core_ratio;
     case Metric::kHostCpuRatio:
       return w.host_cpu_ratio;
+    case Metric::kProbeRxThroughputBps:
+      if (!w.probe_ok || (w.probe_spec_known && w.probe_forward)) return std::nullopt;
+      return w.probe_throughput_bps;
+    case Metric::kProbeTxThroughputBps:
+      if (!w.probe_ok || (w.probe_spec_known && !w.probe_forward)) return std::nullopt;
+      return w.probe_throughput_bps;
+    case Metric::kProbeUdpLossRatio:
+      if (!w.probe_ok || (w.probe_spec_known && !w.probe_udp)) return std::nullopt;
+      return w.probe_udp_loss_ratio;
+    case Metric::kProbeUdpJitterSeconds:
+      if (!w.probe_ok || (w.probe_spec_known && !w.probe_udp)) return std::nullopt;
+      return w.probe_udp_jitter_seconds;
+    case Metric::kProbeTcpRetransmits:
+      if (!w.probe_ok || (w.probe_spec_known && w.probe_udp)) return std::nullopt;
+      return static_cast<double>(w.probe_retransmits);
   }
   return std::nullopt;
 }

@@ -48,10 +48,24 @@ struct Window {
   uint64_t probes_lost = 0;
   double busiest_core_ratio = 0;  ///< [0, 1]
   double host_cpu_ratio = 0;      ///< [0, 1]
+  /// The window's active probe (MetricWindow.probe): the probe metrics have a value only when
+  /// probe_ok; when the result names the spec that ran (probe_spec_known), only those its
+  /// protocol and direction measure (else the experiment's probe is assumed, which
+  /// ValidateExperiment fits to the metrics).
+  bool probe_ok = false;
+  bool probe_spec_known = false;
+  bool probe_udp = false;      ///< protocol UDP (else TCP)
+  bool probe_forward = false;  ///< direction FORWARD (else REVERSE)
+  double probe_throughput_bps = 0;
+  double probe_udp_loss_ratio = 0;      ///< [0, 1]
+  double probe_udp_jitter_seconds = 0;  ///< >= 0
+  uint64_t probe_retransmits = 0;
 };
 
 /// The value of `metric` in one window (definitions in common/experiment/metric.h), or
-/// nullopt when the window has none (zero duration, no packets, no RTT samples, no probes).
+/// nullopt when the window has none (zero duration, no packets, no RTT samples, no probes;
+/// for probe metrics: no probe, a failed one, or one whose protocol or direction does not
+/// measure the metric).
 std::optional<double> MetricValue(const Window& window, Metric metric);
 
 /// Why a window was not used. Windows are checked in this order; the first reason counts.

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "common/experiment/experiment.h"
 #include "common/policy/selectors.h"
+#include "server/experiments/probe_schedule.h"
 
 namespace rxfleet::experiments {
 
@@ -81,6 +82,10 @@ struct Assignment {
   absl::Time period_end;      ///< end of the period, never after the experiment's end
   absl::Time burn_in_end;     ///< period_start + burn_in (at most period_end)
   bool in_burn_in = false;    ///< the time lies in [period_start, burn_in_end)
+  /// Experiments with a probe: the adapter's turn in the probe plan (ProbePlan); unset when
+  /// the experiment has none or the adapter is not in the plan yet (it then runs no probe).
+  /// Set by the server's controller, never by Assigner.
+  std::optional<ProbeTurn> probe;
 };
 
 /// Computes assignments of one experiment started at a known time.

@@ -118,9 +118,13 @@ absl::Status ExperimentController::Load() {
       entry.windows = it->second.total;
       entry.valid_windows = it->second.valid;
     }
+    if (entry.experiment.probe && Running(entry)) {
+      entry.probe_plan.emplace(entry.experiment.window_length, entry.experiment.probe->duration);
+    }
     entry.proto = std::move(proto);
     entries_.emplace(name, std::move(entry));
   }
+  (void)RefreshProbePlansLocked(now);
   UpdateGauges();
   return absl::OkStatus();
 }
@@ -156,8 +160,14 @@ std::optional<ExperimentController::Claim> ExperimentController::ClaimLocked(
     absl::StatusOr<std::optional<experiments::Assignment>> a =
         entry->assigner->AssignAdapter(adapter, now, entry->stopped);
     if (!a.ok() || !a->has_value()) continue;
+    if (!HostCanProbe(*entry, adapter)) continue;
     if (!KeptFrom(entry->experiment, adapter, policies).empty()) continue;
-    return Claim{entry, **a};
+    Claim claim{entry, **a};
+    if (entry->probe_plan) {
+      claim.assignment.probe =
+          entry->probe_plan->TurnOf(experiments::AdapterKey(adapter.host, adapter.adapter_id));
+    }
+    return claim;
   }
   return std::nullopt;
 }
@@ -222,6 +232,7 @@ v1::Experiment ExperimentController::View(const Entry& entry) const {
     }
   }
   status->set_assigned_adapters(assigned);
+  if (Running(entry) && entry.probe_plan) *status->add_conditions() = ProbeConditionLocked(entry);
   return out;
 }
 
@@ -255,6 +266,7 @@ absl::Status ExperimentController::End(Entry& entry, v1::ExperimentPhase phase, 
   status.set_phase(phase);
   *status.mutable_end_time() = TimeToProto(end_time);
   if (absl::Status s = SaveStatus(entry, status, now); !s.ok()) return s;
+  entry.probe_plan.reset();
   RecordEvent(entry.proto.metadata().name(),
               phase == v1::EXPERIMENT_PHASE_COMPLETED || reason == "Stopped"
                   ? v1::EVENT_TYPE_NORMAL

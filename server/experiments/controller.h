@@ -35,9 +35,20 @@
 // `max_windows_per_experiment` windows are stored per experiment; later ones are rejected.
 // Windows of experiments that ended more than `retention` ago are deleted.
 //
+// Probes: an experiment with a probe (ExperimentSpec.probe) takes only adapters of hosts whose
+// Hello announced the `probes` capability (others are ineligible, with that reason), and at
+// most one running experiment probes against one iperf3 server (CreateExperiment refuses a
+// second with FailedPrecondition). Each such experiment keeps a sticky ProbePlan
+// (server/experiments/probe_schedule.h) over the adapters it claims, refreshed at creation and
+// then every kProbePlanRefresh; a change publishes a new bundle. Assignments carry the probe,
+// its offset and, when the adapters need more than one window's slots, the rotation. An
+// adapter that joined since the last refresh runs no probe until the next one. The status has
+// a `ProbeSchedule` condition saying how many probes fit per window and how many rounds run.
+//
 // Files, one per job: controller.cc (state, claims, status, events), experiment_api.cc (the
 // RPC handlers), window_intake.cc (window intake and cache), controller_guardrails.cc
-// (guardrails and gauges), scheduler.cc (the per-experiment step, the tick, retention).
+// (guardrails and gauges), controller_probes.cc (probe plans and their condition),
+// scheduler.cc (the per-experiment step, the tick, retention).
 //
 // Thread-safety: every method may be called from any thread.
 
@@ -62,6 +73,7 @@
 #include "server/experiments/aggregate.h"
 #include "server/experiments/assignment.h"
 #include "server/experiments/experiment_layer.h"
+#include "server/experiments/probe_schedule.h"
 #include "server/http/metrics.h"
 #include "server/registry/event_log.h"
 #include "server/registry/policy_set.h"
@@ -74,6 +86,12 @@ namespace rxfleet::server {
 inline constexpr size_t kMaxPendingWindows = 100000;
 /// Longest experiment/arm/adapter/reason string a MetricWindow may carry.
 inline constexpr size_t kMaxWindowStringLength = 128;
+/// Longest MetricWindow.probe.failure_message (probe.proto says at most 1024 characters).
+inline constexpr size_t kMaxProbeMessageLength = 1024;
+/// Hello capability of agents that run probes (agent_service.proto Hello.capabilities).
+inline constexpr char kProbesCapability[] = "probes";
+/// How often the probe plans follow adapters joining and leaving experiments with a probe.
+inline constexpr absl::Duration kProbePlanRefresh = absl::Seconds(5);
 
 struct ExperimentControllerOptions {
   /// Windows of experiments that ended longer ago than this are deleted (--experiment-retention).
@@ -183,6 +201,8 @@ class ExperimentController final : public ExperimentLayer {
     /// on first use and appended to as windows arrive. Kept while the experiment runs and for
     /// the one ended experiment whose report was asked for last.
     std::optional<std::vector<experiments::Window>> cache;
+    /// Experiments with a probe, while RUNNING: who probes when (controller_probes.cc).
+    std::optional<experiments::ProbePlan> probe_plan;
   };
 
   ExperimentController(ExperimentControllerOptions options, ExperimentControllerDeps deps);
@@ -228,6 +248,17 @@ class ExperimentController final : public ExperimentLayer {
   };
   /// Completion, period boundary and due guardrails of `entry` at `now`.
   StepResult Step(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Rebuilds the probe plans of running experiments with a probe from the adapters each
+  /// claims now (one pass over the fleet); true when a plan changed (publish).
+  bool RefreshProbePlansLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The `ProbeSchedule` condition of an experiment with a probe plan.
+  v1::Condition ProbeConditionLocked(const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The running experiment other than `name` that probes against `server` (host:port), if
+  /// any.
+  const Entry* ProbeServerUserLocked(const std::string& server, std::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// False when `entry` has a probe and the adapter's host did not announce `probes`.
+  bool HostCanProbe(const Entry& entry, const common::AdapterAttributes& adapter) const;
   /// Deletes windows of experiments that ended more than `retention` ago (at most hourly).
   void RetentionLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Evaluates guardrails; returns whether arms were stopped.
@@ -249,6 +280,7 @@ class ExperimentController final : public ExperimentLayer {
   std::vector<StoredWindow> pending_ ABSL_GUARDED_BY(mu_);
   bool flush_failing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time next_retention_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time next_probe_plans_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::map<std::string, prometheus::Gauge*> info_gauges_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Gauge*> stopped_gauges_ ABSL_GUARDED_BY(mu_);
 

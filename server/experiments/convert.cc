@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto/convert.h"
+#include "common/proto/probe.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
 
@@ -39,6 +40,15 @@ v1::ExperimentAssignment AssignmentToProto(const Experiment& e, int64_t generati
   *out.mutable_period_end_time() = common::TimeToProto(a.period_end);
   *out.mutable_window_length() = common::DurationToProto(e.window_length);
   *out.mutable_burn_in() = common::DurationToProto(e.burn_in);
+  if (e.probe && a.probe) {
+    *out.mutable_probe() = common::ProbeSpecToProto(*e.probe);
+    out.mutable_probe()->clear_interval();  // policies only
+    *out.mutable_probe_offset() = common::DurationToProto(a.probe->offset);
+    if (a.probe->rounds > 1) {
+      out.set_probe_rounds(a.probe->rounds);
+      out.set_probe_round(a.probe->round);
+    }
+  }
   return out;
 }
 
@@ -103,6 +113,17 @@ Window WindowFromProto(const v1::MetricWindow& in, std::string_view host_id,
   w.probes_lost = in.probes_lost();
   w.busiest_core_ratio = in.busiest_core_ratio();
   w.host_cpu_ratio = in.host_cpu_ratio();
+  if (in.has_probe() && in.probe().ok()) {
+    const v1::ProbeResult& p = in.probe();
+    w.probe_ok = true;
+    w.probe_spec_known = p.has_spec();
+    w.probe_udp = p.spec().protocol() == v1::PROBE_PROTOCOL_UDP;
+    w.probe_forward = p.spec().direction() == v1::PROBE_DIRECTION_FORWARD;
+    w.probe_throughput_bps = p.throughput_bps();
+    w.probe_udp_loss_ratio = p.udp_loss_ratio();
+    w.probe_udp_jitter_seconds = p.udp_jitter_seconds();
+    w.probe_retransmits = p.retransmits();
+  }
   return w;
 }
 

@@ -98,6 +98,16 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
           " already exists (names are not reused while it is stored, even after it ended; "
           "delete an ended one first)"));
     }
+    if (e->probe) {
+      const std::string server = common::ProbeServerAddress(*e->probe);
+      if (const Entry* other = ProbeServerUserLocked(server, name)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "spec.probe.server: the running experiment ", other->experiment.name,
+            " already probes against ", server,
+            "; an iperf3 server runs one test at a time and the two experiments' windows "
+            "are not aligned, so use another iperf3 server (or port) or wait until it ends"));
+      }
+    }
     // Eligible: the selector matches, the adapter is managed and not quarantined, no older
     // experiment takes it and no policy keeps it from this one (the rule of ClaimLocked).
     const std::vector<const Entry*> running = RunningEntries();
@@ -126,6 +136,12 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
         reason =
             "quarantined for re-enumerating too often (no writes until it is stable again; "
             "see rxfleet_adapter_reenumeration_loops_total)";
+      } else if (e->probe &&
+                 !deps_.registry->HostHasCapability(adapter.host_id(), kProbesCapability)) {
+        reason = absl::StrCat("the agent of host ", adapter.host_id(),
+                              " does not run probes (no `", kProbesCapability,
+                              "` capability in its Hello) and the experiment measures probe "
+                              "metrics");
       } else if (claim) {
         reason = absl::StrCat("in the older experiment ", claim->entry->experiment.name,
                               " (one experiment per adapter)");
@@ -137,6 +153,11 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
         absl::StatusOr<std::optional<experiments::Assignment>> assignment =
             assigner->AssignAdapter(attributes, now, {});
         if (assignment.ok() && assignment->has_value()) {
+          // Counted with the largest probe fields (offset and rotation set).
+          if (e->probe) {
+            (*assignment)->probe =
+                experiments::ProbeTurn{.offset = absl::Seconds(59), .rounds = 1000, .round = 999};
+          }
           const v1::ExperimentAssignment proto =
               experiments::AssignmentToProto(*e, 1, adapter.metadata().name(), **assignment);
           AddAssignmentBytes(host_bytes, adapter.host_id(), proto);
@@ -171,7 +192,12 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
     entry.proto = *stored;
     entry.experiment = *std::move(e);
     entry.assigner = *std::move(assigner);
+    if (entry.experiment.probe) {
+      entry.probe_plan.emplace(entry.experiment.window_length, entry.experiment.probe->duration);
+    }
+    const bool has_probe = entry.probe_plan.has_value();
     entries_.emplace(name, std::move(entry));
+    if (has_probe) (void)RefreshProbePlansLocked(now);  // the first bundle carries the probes
     *response.mutable_experiment() = View(entries_.at(name));
     UpdateGauges();
   }

@@ -83,6 +83,7 @@ absl::Time ExperimentController::Tick() {
       publish = publish || step.publish;
       requeue_after = std::min(requeue_after, step.requeue_after);
     }
+    if (now >= next_probe_plans_ && RefreshProbePlansLocked(now)) publish = true;
     RetentionLocked(now);
     UpdateGauges();
   }

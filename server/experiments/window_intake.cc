@@ -77,6 +77,29 @@ absl::Status ExperimentController::AcceptWindow(std::string_view host_id,
         {"host_cpu_ratio", window.host_cpu_ratio(), 1}}) {
     if (absl::Status s = CheckValue(field, value, max); !s.ok()) return reject(s);
   }
+  if (window.has_probe()) {
+    const v1::ProbeResult& probe = window.probe();
+    for (const auto& [field, value, max] :
+         {std::tuple<std::string_view, double, double>{"probe.throughput_bps",
+                                                       probe.throughput_bps(), 1e12},
+          {"probe.udp_loss_ratio", probe.udp_loss_ratio(), 1},
+          {"probe.udp_jitter_seconds", probe.udp_jitter_seconds(), 3600}}) {
+      if (absl::Status s = CheckValue(field, value, max); !s.ok()) return reject(s);
+    }
+    if (absl::Status s = CheckString("probe.failure_reason", probe.failure_reason(), false);
+        !s.ok()) {
+      return reject(s);
+    }
+    if (probe.failure_message().size() > kMaxProbeMessageLength) {
+      return reject(absl::InvalidArgumentError(absl::StrCat(
+          "metric_window.probe.failure_message: longer than ", kMaxProbeMessageLength,
+          " characters")));
+    }
+    if (probe.spec().server().size() > common::kMaxProbeServerHostLength + 8) {
+      return reject(absl::InvalidArgumentError(
+          "metric_window.probe.spec.server: longer than a host:port can be"));
+    }
+  }
   if (!window.has_window_start_time() || !window.has_window_duration()) {
     return reject(absl::InvalidArgumentError(
         "metric_window.window_start_time and window_duration: required"));

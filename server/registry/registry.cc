@@ -2,6 +2,7 @@
 // the file would split that invariant across files.
 #include "server/registry/registry.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
@@ -514,6 +515,14 @@ std::vector<v1::Adapter> Registry::HostAdapters(std::string_view host_id) const 
     if (!IsGone(adapter)) out.push_back(adapter);
   }
   return out;
+}
+
+bool Registry::HostHasCapability(std::string_view host_id, std::string_view capability) const {
+  absl::MutexLock lock(&mu_);
+  auto host = hosts_.find(host_id);
+  if (host == hosts_.end()) return false;
+  const auto& capabilities = host->second.host.status().capabilities();
+  return std::find(capabilities.begin(), capabilities.end(), capability) != capabilities.end();
 }
 
 absl::StatusOr<v1::Adapter> Registry::GetAdapter(std::string_view host_id,

@@ -124,6 +124,9 @@ class Registry {
   /// The adapters of one host that are not GONE, by adapter id (labels carry the host's
   /// labels); empty if the host is unknown.
   std::vector<v1::Adapter> HostAdapters(std::string_view host_id) const;
+  /// True when the host's last Hello (kept across restarts) announced `capability`
+  /// (Hello.capabilities, e.g. `probes`); false for an unknown host.
+  bool HostHasCapability(std::string_view host_id, std::string_view capability) const;
   /// One adapter; NotFound if the host or the adapter is unknown.
   absl::StatusOr<v1::Adapter> GetAdapter(std::string_view host_id,
                                          std::string_view adapter_id) const;
