@@ -161,8 +161,8 @@ absl::StatusOr<ServerBundle> ServerBundleFromProto(const v1::PolicyBundle& bundl
     assignment.window_length = common::DurationFromProto(a.window_length());
     assignment.burn_in = common::DurationFromProto(a.burn_in());
     if (a.has_probe()) {
-      absl::StatusOr<common::ProbeSpec> probe = common::ProbeSpecFromProto(
-          a.probe(), absl::StrCat("assignments[", i, "].probe"));
+      absl::StatusOr<common::ProbeSpec> probe =
+          common::ProbeSpecFromProto(a.probe(), absl::StrCat("assignments[", i, "].probe"));
       if (!probe.ok()) return probe.status();
       assignment.probe = *std::move(probe);
       assignment.probe_offset = common::DurationFromProto(a.probe_offset());
@@ -176,8 +176,8 @@ absl::StatusOr<ServerBundle> ServerBundleFromProto(const v1::PolicyBundle& bundl
   for (const v1::ProbeSlot& slot : bundle.probe_slots()) {
     const absl::Duration offset = common::DurationFromProto(slot.offset());
     if (slot.adapter_id().empty() || offset < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("probe slot '", slot.adapter_id(), "': needs an adapter id and an offset >= 0"));
+      return absl::InvalidArgumentError(absl::StrCat("probe slot '", slot.adapter_id(),
+                                                     "': needs an adapter id and an offset >= 0"));
     }
     out.probe_slots[slot.adapter_id()] = {slot.policy(), offset};
   }

@@ -38,8 +38,8 @@ ProbeFailure ClassifyIperfError(int iperf_errno) {
 
 std::string IperfErrorText(int iperf_errno) {
   const char* text = iperf_strerror(iperf_errno);
-  return text != nullptr ? std::string(text) : std::string("iperf3 error ") +
-                                                   std::to_string(iperf_errno);
+  return text != nullptr ? std::string(text)
+                         : std::string("iperf3 error ") + std::to_string(iperf_errno);
 }
 
 }  // namespace rxfleet::agent

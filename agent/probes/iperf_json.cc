@@ -20,14 +20,13 @@ absl::StatusOr<double> Number(const json& object, std::string_view path, const c
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return fallback;
   if (!it->is_number()) {
-    return absl::InvalidArgumentError(absl::StrCat("iperf3 report: ", common::ToAbslView(path), ".", key,
-                                                   " is not a number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("iperf3 report: ", common::ToAbslView(path), ".", key, " is not a number"));
   }
   const double value = it->get<double>();
   if (!std::isfinite(value) || value < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("iperf3 report: ", common::ToAbslView(path), ".", key,
-                     " is not a finite number >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat("iperf3 report: ", common::ToAbslView(path), ".",
+                                                   key, " is not a finite number >= 0"));
   }
   return value;
 }

@@ -39,7 +39,6 @@ struct IperfReport {
 /// not an object, or (without a top-level "error") lacks end.sum_received (TCP) or both
 /// end.sum_received and end.sum (UDP), or a field there has the wrong type. A report with an
 /// "error" string parses OK with `error` set and whatever measurements it has.
-absl::StatusOr<IperfReport> ParseIperfReport(std::string_view json,
-                                             common::ProbeProtocol protocol);
+absl::StatusOr<IperfReport> ParseIperfReport(std::string_view json, common::ProbeProtocol protocol);
 
 }  // namespace rxfleet::agent

@@ -70,12 +70,17 @@ std::vector<std::string> IperfClientArguments(const common::ProbeSpec& spec,
                                               const IperfProbeOptions& options) {
   std::vector<std::string> args = {
       "rxfleet-agent",
-      "-c", spec.server_host,
-      "-p", std::to_string(spec.server_port),
+      "-c",
+      spec.server_host,
+      "-p",
+      std::to_string(spec.server_port),
       "-4",
-      "-B", absl::StrCat(bind_address, "%", netdev),
-      "-t", std::to_string(absl::ToInt64Seconds(spec.duration)),
-      "-P", std::to_string(spec.parallel_streams),
+      "-B",
+      absl::StrCat(bind_address, "%", netdev),
+      "-t",
+      std::to_string(absl::ToInt64Seconds(spec.duration)),
+      "-P",
+      std::to_string(spec.parallel_streams),
   };
   if (spec.direction == common::ProbeDirection::kReverse) args.push_back("-R");
   if (spec.protocol == common::ProbeProtocol::kUdp) {
@@ -105,12 +110,13 @@ ProbeResult IperfProbeRunner::Run(const ProbeRequest& request) {
 
   absl::StatusOr<std::vector<InterfaceAddress>> interfaces = options_.interfaces();
   if (!interfaces.ok()) {
-    return finish(Failed(std::move(result), ProbeFailure::kError, std::string(interfaces.status().message())));
+    return finish(Failed(std::move(result), ProbeFailure::kError,
+                         std::string(interfaces.status().message())));
   }
   absl::StatusOr<std::string> address = PickNetdevIpv4(*interfaces, request.netdev);
   if (!address.ok()) {
-    return finish(
-        Failed(std::move(result), ProbeFailure::kInterfaceDown, std::string(address.status().message())));
+    return finish(Failed(std::move(result), ProbeFailure::kInterfaceDown,
+                         std::string(address.status().message())));
   }
 
   std::vector<std::string> args =
@@ -173,7 +179,8 @@ ProbeResult IperfProbeRunner::Run(const ProbeRequest& request) {
     return finish(Failed(std::move(result), failure, message));
   }
   if (!report.ok()) {
-    return finish(Failed(std::move(result), ProbeFailure::kError, std::string(report.status().message())));
+    return finish(
+        Failed(std::move(result), ProbeFailure::kError, std::string(report.status().message())));
   }
   result.ok = true;
   result.throughput_bps = report->throughput_bps;

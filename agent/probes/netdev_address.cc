@@ -25,9 +25,13 @@ absl::StatusOr<std::string> PickNetdevIpv4(const std::vector<InterfaceAddress>& 
     up = up || entry.up;
     if (entry.up && !entry.ipv4.empty()) return entry.ipv4;
   }
-  if (!found) return absl::NotFoundError(absl::StrCat("netdev ", common::ToAbslView(netdev), " is missing"));
-  if (!up) return absl::FailedPreconditionError(absl::StrCat("netdev ", common::ToAbslView(netdev), " is down"));
-  return absl::FailedPreconditionError(absl::StrCat("netdev ", common::ToAbslView(netdev), " has no IPv4 address"));
+  if (!found)
+    return absl::NotFoundError(absl::StrCat("netdev ", common::ToAbslView(netdev), " is missing"));
+  if (!up)
+    return absl::FailedPreconditionError(
+        absl::StrCat("netdev ", common::ToAbslView(netdev), " is down"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("netdev ", common::ToAbslView(netdev), " has no IPv4 address"));
 }
 
 absl::StatusOr<std::vector<InterfaceAddress>> ReadInterfaceAddresses() {

@@ -10,9 +10,9 @@ namespace rxfleet::agent {
 namespace {
 
 // Every state word rxfleet_probe_state carries.
-constexpr ProbeFailure kFailures[] = {ProbeFailure::kUnreachable, ProbeFailure::kBusy,
+constexpr ProbeFailure kFailures[] = {ProbeFailure::kUnreachable,   ProbeFailure::kBusy,
                                       ProbeFailure::kInterfaceDown, ProbeFailure::kTimeout,
-                                      ProbeFailure::kRefused, ProbeFailure::kError};
+                                      ProbeFailure::kRefused,       ProbeFailure::kError};
 
 }  // namespace
 

@@ -53,8 +53,7 @@ class ProbeMetrics {
   absl::Mutex mu_;
   // Label sets created per adapter, so Remove deletes exactly those.
   std::map<std::string, std::map<std::string, prometheus::Gauge*>> gauges_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::map<std::string, prometheus::Counter*>> counters_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, prometheus::Counter*>> counters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::map<std::string, prometheus::Gauge*>> states_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -56,13 +56,13 @@ std::string ProbeStateLine(const std::string& adapter_id, const ProbeResult& res
                     result.failure_message);
   } else {
     const bool udp = result.spec.protocol == common::ProbeProtocol::kUdp;
-    absl::StrAppend(&line, "ok: ", Mbits(result.throughput_bps), " ", udp ? "UDP" : "TCP", " ",
-                    result.spec.direction == common::ProbeDirection::kReverse ? "download"
-                                                                              : "upload");
+    absl::StrAppend(
+        &line, "ok: ", Mbits(result.throughput_bps), " ", udp ? "UDP" : "TCP", " ",
+        result.spec.direction == common::ProbeDirection::kReverse ? "download" : "upload");
     if (udp) {
-      absl::StrAppend(&line, absl::StrFormat(", %.2f%% lost, jitter %.3f ms",
-                                             result.udp_loss_ratio * 100,
-                                             result.udp_jitter_seconds * 1000));
+      absl::StrAppend(&line,
+                      absl::StrFormat(", %.2f%% lost, jitter %.3f ms", result.udp_loss_ratio * 100,
+                                      result.udp_jitter_seconds * 1000));
     } else {
       absl::StrAppend(&line, ", ", result.retransmits, " retransmits");
     }
@@ -106,8 +106,7 @@ void ProbeScheduler::SetPolicyProbes(std::map<std::string, PolicyProbe> probes, 
 }
 
 absl::Duration ProbeScheduler::WindowLength(const ExperimentAssignment& a) const {
-  return a.window_length > absl::ZeroDuration() ? a.window_length
-                                                : options_.default_window_length;
+  return a.window_length > absl::ZeroDuration() ? a.window_length : options_.default_window_length;
 }
 
 std::optional<ProbeScheduler::Job> ProbeScheduler::NextWindowJob(const ExperimentAssignment& a,

@@ -71,8 +71,7 @@ struct ProbeSchedulerOptions {
   /// The adapter's netdev now ("" if it has none); called before each attempt.
   std::function<std::string(const std::string& adapter_id)> netdev_of;
   /// Every final result (after retries), on the thread that ran it; must not block long.
-  std::function<void(const std::string& adapter_id, ProbeOrigin origin,
-                     const ProbeResult& result)>
+  std::function<void(const std::string& adapter_id, ProbeOrigin origin, const ProbeResult& result)>
       on_result;
   /// Default window length for assignments without one (the agent's --metric-window). > 0.
   absl::Duration default_window_length = absl::Seconds(60);
@@ -171,8 +170,7 @@ class ProbeScheduler {
   // The next window probe of `a` whose slot is at or after `from`.
   std::optional<Job> NextWindowJob(const ExperimentAssignment& a, absl::Time from) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::Duration WindowLength(const ExperimentAssignment& a) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Duration WindowLength(const ExperimentAssignment& a) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Takes the earliest due job (marking it running); nullopt if none is due.
   std::optional<Job> TakeDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts the job back for a retry, or records the final result and schedules the next run.

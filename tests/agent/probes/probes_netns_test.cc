@@ -53,18 +53,20 @@ class NetnsTest : public ::testing::Test {
       netem.insert(netem.end(), {"qdisc", "add", "dev", dev, "root", "netem", "rate", "50mbit"});
       if (!Sh(netem)) {
         std::vector<std::string> tbf = tc;
-        tbf.insert(tbf.end(), {"qdisc", "add", "dev", dev, "root", "tbf", "rate", "50mbit",
-                               "burst", "64kb", "latency", "50ms"});
+        tbf.insert(tbf.end(), {"qdisc", "add", "dev", dev, "root", "tbf", "rate", "50mbit", "burst",
+                               "64kb", "latency", "50ms"});
         ASSERT_TRUE(Sh(tbf)) << "neither netem nor tbf";
       }
     }
-    absl::StatusOr<std::unique_ptr<testing::ChildProcess>> server = testing::ChildProcess::Start(
-        {"ip", "netns", "exec", ns_, "iperf3", "-s", "--forceflush", "-B", "10.213.0.2", "-p", "5201"});
+    absl::StatusOr<std::unique_ptr<testing::ChildProcess>> server =
+        testing::ChildProcess::Start({"ip", "netns", "exec", ns_, "iperf3", "-s", "--forceflush",
+                                      "-B", "10.213.0.2", "-p", "5201"});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    ASSERT_TRUE(server_->WaitForLineContaining(testing::Stream::kStdout, "Server listening",
-                                               absl::Seconds(10))
-                    .ok());
+    ASSERT_TRUE(
+        server_
+            ->WaitForLineContaining(testing::Stream::kStdout, "Server listening", absl::Seconds(10))
+            .ok());
   }
   void TearDown() override {
     if (server_ != nullptr) server_->Terminate();
@@ -109,8 +111,9 @@ TEST_F(NetnsTest, BusyServerIsRetried) {
   absl::StatusOr<std::unique_ptr<testing::ChildProcess>> other =
       testing::ChildProcess::Start({"iperf3", "--forceflush", "-c", "10.213.0.2", "-t", "5"});
   ASSERT_TRUE(other.ok());
-  ASSERT_TRUE(
-      (*other)->WaitForLineContaining(testing::Stream::kStdout, "connected", absl::Seconds(10)).ok());
+  ASSERT_TRUE((*other)
+                  ->WaitForLineContaining(testing::Stream::kStdout, "connected", absl::Seconds(10))
+                  .ok());
   IperfProbeRunner runner;
   ProbeSchedulerOptions options;
   std::vector<std::string> lines;
