@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/proto/convert.h"
+#include "common/proto/probe.h"
 #include "common/proto/time.h"
 #include "common/regular_file.h"
 
@@ -159,7 +160,26 @@ absl::StatusOr<ServerBundle> ServerBundleFromProto(const v1::PolicyBundle& bundl
     assignment.experiment_generation = a.experiment_generation();
     assignment.window_length = common::DurationFromProto(a.window_length());
     assignment.burn_in = common::DurationFromProto(a.burn_in());
+    if (a.has_probe()) {
+      absl::StatusOr<common::ProbeSpec> probe =
+          common::ProbeSpecFromProto(a.probe(), absl::StrCat("assignments[", i, "].probe"));
+      if (!probe.ok()) return probe.status();
+      assignment.probe = *std::move(probe);
+      assignment.probe_offset = common::DurationFromProto(a.probe_offset());
+      if (assignment.probe_offset < absl::ZeroDuration()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("assignments[", i, "].probe_offset must not be negative"));
+      }
+    }
     out.assignments.push_back(std::move(assignment));
+  }
+  for (const v1::ProbeSlot& slot : bundle.probe_slots()) {
+    const absl::Duration offset = common::DurationFromProto(slot.offset());
+    if (slot.adapter_id().empty() || offset < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat("probe slot '", slot.adapter_id(),
+                                                     "': needs an adapter id and an offset >= 0"));
+    }
+    out.probe_slots[slot.adapter_id()] = {slot.policy(), offset};
   }
   return out;
 }

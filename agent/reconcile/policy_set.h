@@ -5,12 +5,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/chips/chip_table.h"
 #include "common/chips/rx_agg.h"
+#include "common/probe/probe_spec.h"
 #include "common/policy/policy.h"
 #include "common/policy/precedence.h"
 #include "common/policy/resolver.h"
@@ -48,6 +50,11 @@ struct ExperimentAssignment {
   absl::Duration window_length = absl::ZeroDuration();
   /// Windows starting before period_start + burn_in are reported invalid (`burn_in`). >= 0.
   absl::Duration burn_in = absl::ZeroDuration();
+  /// The experiment's active probe (ExperimentAssignment.probe), validated: run once in every
+  /// window that ends after burn-in, probe_offset after the window's start. Unset: none.
+  std::optional<common::ProbeSpec> probe;
+  /// Start of the probe inside each window, in [0, window length).
+  absl::Duration probe_offset = absl::ZeroDuration();
 
   friend bool operator==(const ExperimentAssignment&, const ExperimentAssignment&) = default;
 };
@@ -58,6 +65,8 @@ struct ServerBundle {
   uint64_t version = 0;
   std::vector<common::Policy> policies;
   std::vector<ExperimentAssignment> assignments;
+  /// PolicyBundle.probe_slots: adapter id -> (policy, offset) of the server's probe schedule.
+  std::map<std::string, std::pair<std::string, absl::Duration>> probe_slots;
 };
 
 /// Validates a bundle before anything of it is used. Rules: version >= 1; every policy passes
