@@ -538,6 +538,11 @@ int Run::Execute() {
       if (core_.device(i).plugged()) core_.AdvanceToLocked(i, duration);
     }
   }
+  // Writes the child made after the last tick still reach the shaped netdevs.
+  if (absl::Status s = SyncShapes(); !s.ok()) {
+    Log(std::string(s.message()));
+    failed = true;
+  }
   exit_code = child_code_;
   if (timed_out_) {
     Log(absl::StrFormat("%s was killed after the %gs timeout (its exit code was %d)",
