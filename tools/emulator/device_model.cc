@@ -263,6 +263,23 @@ TrafficRates EmulatedDevice::CurrentRates() const {
   return ModelRates(host_class_, config_.speed_mbps, CurrentHoldUs(), *spec_.traffic);
 }
 
+bool EmulatedDevice::ShapeNeedsApply(ShapeSpec* shape, uint64_t* rate_bps) const {
+  if (!config_.netdev || !config_.netdev->shape) return false;
+  const ShapeSpec& s = *config_.netdev->shape;
+  const uint64_t rate = ShapedRateBps(host_class_, config_.speed_mbps, CurrentHoldUs(), s.scale);
+  const std::pair<std::string, std::string> target(s.netns, s.device);
+  if (shaped_target_ == target && shaped_rate_bps_ == rate) return false;
+  *shape = s;
+  *rate_bps = rate;
+  return true;
+}
+
+void EmulatedDevice::RecordShapeApplied(const ShapeSpec& shape, double t, uint64_t rate_bps) {
+  shaped_target_ = std::make_pair(shape.netns, shape.device);
+  shaped_rate_bps_ = rate_bps;
+  shape_records_.push_back({t, CurrentHoldUs(), rate_bps});
+}
+
 void EmulatedDevice::AdvanceTraffic(double seconds) { counters_.Advance(CurrentRates(), seconds); }
 
 void EmulatedDevice::TickDriver(double t) {
@@ -327,6 +344,21 @@ nlohmann::json EmulatedDevice::StateJson() const {
         {"tx_bytes", counters_.tx_bytes()},     {"rx_packets", counters_.rx_packets()},
         {"tx_packets", counters_.tx_packets()}, {"rx_dropped", counters_.rx_dropped()},
     };
+    if (config_.netdev->shape) {
+      const ShapeSpec& shape = *config_.netdev->shape;
+      nlohmann::json rates = nlohmann::json::array();
+      for (const ShapeRecord& r : shape_records_) {
+        rates.push_back({{"t", r.t},
+                         {"hold_us", r.hold_us ? nlohmann::json(*r.hold_us) : nullptr},
+                         {"rate_bps", r.rate_bps}});
+      }
+      j["netdev"]["shape"] = {
+          {"netns", shape.netns},
+          {"device", shape.device},
+          {"scale", shape.scale},
+          {"rate_bps", shaped_rate_bps_ ? nlohmann::json(*shaped_rate_bps_) : nullptr},
+          {"rates", rates}};
+    }
   } else {
     j["netdev"] = nullptr;
   }

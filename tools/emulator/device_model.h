@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -71,6 +72,13 @@ struct TransferRecord {
   TransferResult result = TransferResult::kOk;
 };
 
+/// One rate the emulator applied to a shaped netdev (ShapeSpec), for the state file.
+struct ShapeRecord {
+  double t = 0;                     ///< seconds since the child started (0: before it started)
+  std::optional<uint32_t> hold_us;  ///< the hold the rate was computed from
+  uint64_t rate_bps = 0;
+};
+
 /// A byte-addressed register map initialised from 32-bit little-endian words.
 class RegisterMap {
  public:
@@ -124,6 +132,14 @@ class EmulatedDevice {
   void TickDriver(double t);
   /// Register writes the emulated driver made (rtw88 watchdog rewrites).
   uint64_t driver_writes() const { return driver_writes_; }
+  /// Shaped netdev (NetdevSpec::shape): true when the tbf rate the model asks for now,
+  /// ShapedRateBps(host class, speed, hold, scale), differs from the last one applied to the
+  /// same namespace and device (or none was); then sets `shape` and `rate_bps`.
+  bool ShapeNeedsApply(ShapeSpec* shape, uint64_t* rate_bps) const;
+  /// Records that `rate_bps` is now applied to `shape`'s device (child time `t`).
+  void RecordShapeApplied(const ShapeSpec& shape, double t, uint64_t rate_bps);
+  const std::vector<ShapeRecord>& shape_records() const { return shape_records_; }
+
   /// Netdev counters (only meaningful with a netdev).
   const NetdevCounters& counters() const { return counters_; }
 
@@ -153,6 +169,9 @@ class EmulatedDevice {
   uint64_t next_seq_ = 1;
   double next_watchdog_ = 2.0;
   uint64_t driver_writes_ = 0;
+  std::optional<std::pair<std::string, std::string>> shaped_target_;  ///< (netns, device)
+  std::optional<uint64_t> shaped_rate_bps_;
+  std::vector<ShapeRecord> shape_records_;
 };
 
 }  // namespace rxfleet::emulator

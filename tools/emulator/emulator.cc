@@ -29,6 +29,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/emulator/device_model.h"
 #include "tools/emulator/lab.h"
+#include "tools/emulator/netdev_shaper.h"
 #include "tools/emulator/sysfs_tree.h"
 #include "tools/emulator/usbfs_server.h"
 #include "umockdev.h"
@@ -203,6 +204,7 @@ class Run {
   absl::Status ApplyEvent(const TimelineEvent& event);
   absl::Status PlugDevice(size_t i);
   absl::Status TickTraffic();
+  absl::Status SyncShapes();
   void HandleSignal(int sig);
   void Terminate(int sig);
 
@@ -213,6 +215,8 @@ class Run {
   std::unique_ptr<UMockdevTestbed, TestbedDeleter> testbed_;
   std::unique_ptr<SysfsTree> tree_;
   std::unique_ptr<UsbfsServer> server_;
+  std::unique_ptr<NetdevShaper> shaper_;  ///< set when a device has a shaped netdev
+  bool child_started_ = false;
   int next_ifindex_ = kFirstIfindex;
   pid_t child_ = -1;
   bool child_exited_ = false;
@@ -245,6 +249,45 @@ absl::Status Run::Setup() {
   for (size_t i = 0; i < lab_.devices.size(); ++i) {
     if (!lab_.devices[i].plugged) continue;
     if (absl::Status s = PlugDevice(i); !s.ok()) return s;
+  }
+  bool shapes = false;
+  for (const DeviceSpec& d : lab_.devices) shapes |= d.config.netdev && d.config.netdev->shape;
+  for (const TimelineEvent& e : timeline_) {
+    shapes |= e.kind == EventKind::kPlug && e.plug_config.netdev && e.plug_config.netdev->shape;
+  }
+  if (shapes) {
+    if (absl::Status s = CheckShapePrivileges(); !s.ok()) return s;
+    shaper_ = MakeNetlinkShaper();
+  }
+  return SyncShapes();
+}
+
+// Brings every shaped netdev's tbf rate to what the model asks for now.
+absl::Status Run::SyncShapes() {
+  if (!shaper_) return absl::OkStatus();
+  for (size_t i = 0; i < core_.size(); ++i) {
+    ShapeSpec shape;
+    uint64_t rate_bps = 0;
+    std::optional<uint32_t> hold;
+    {
+      std::lock_guard<std::mutex> lock(core_.mu());
+      EmulatedDevice& d = core_.device(i);
+      // An unplugged adapter keeps its last rate: the veth is not the emulator's to remove.
+      if (!d.plugged() || !d.ShapeNeedsApply(&shape, &rate_bps)) continue;
+      hold = d.CurrentHoldUs();
+    }
+    if (absl::Status s = shaper_->SetRate(shape, rate_bps); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("device ", lab_.devices[i].name, ": netdev.shape: ", s.message()));
+    }
+    const double t = child_started_ ? core_.Now() : 0;
+    if (options_.verbose) {
+      Log(absl::StrFormat("t=%.3f shape %s: %s in %s at %d bit/s (hold %s)", t,
+                          lab_.devices[i].name, shape.device, shape.netns, rate_bps,
+                          hold ? absl::StrCat(*hold, " us") : "none"));
+    }
+    std::lock_guard<std::mutex> lock(core_.mu());
+    core_.device(i).RecordShapeApplied(shape, t, rate_bps);
   }
   return absl::OkStatus();
 }
@@ -336,7 +379,8 @@ absl::Status Run::TickTraffic() {
   for (const auto& [config, counters] : snapshots) {
     if (absl::Status s = tree_->WriteNetdevStatistics(config, counters); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  // Register writes by the child since the last tick reach the shaped netdevs here.
+  return SyncShapes();
 }
 
 void Run::Terminate(int sig) {
@@ -402,6 +446,7 @@ int Run::Execute() {
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   const Clock::time_point start = Clock::now();
   core_.SetStart(start);
+  child_started_ = true;
   const int rc = posix_spawnp(&child_, c_args[0], nullptr, &attr, c_args.data(), c_env.data());
   posix_spawnattr_destroy(&attr);
   int exit_code = 0;
@@ -424,7 +469,9 @@ int Run::Execute() {
   while (!child_exited_) {
     const double t = core_.Now();
     while (next_event < timeline_.size() && timeline_[next_event].at_seconds <= t) {
-      if (absl::Status s = ApplyEvent(timeline_[next_event]); !s.ok()) {
+      absl::Status applied = ApplyEvent(timeline_[next_event]);
+      if (applied.ok()) applied = SyncShapes();
+      if (absl::Status s = applied; !s.ok()) {
         Log(absl::StrCat("timeline event at line ", timeline_[next_event].line,
                          " failed: ", s.message()));
         failed = true;
@@ -490,6 +537,11 @@ int Run::Execute() {
     for (size_t i = 0; i < core_.size(); ++i) {
       if (core_.device(i).plugged()) core_.AdvanceToLocked(i, duration);
     }
+  }
+  // Writes the child made after the last tick still reach the shaped netdevs.
+  if (absl::Status s = SyncShapes(); !s.ok()) {
+    Log(std::string(s.message()));
+    failed = true;
   }
   exit_code = child_code_;
   if (timed_out_) {

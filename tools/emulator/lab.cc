@@ -379,13 +379,41 @@ absl::StatusOr<std::vector<InterfaceSpec>> ParseInterfaces(const Reader& r, cons
   return interfaces;
 }
 
+absl::StatusOr<ShapeSpec> ParseShape(const Reader& r, const YAML::Node& node,
+                                     const std::string& field) {
+  RX_RETURN_IF_ERROR(r.CheckKeys(node, field, {"netns", "device", "scale"}));
+  ShapeSpec shape;
+  for (const char* key : {"netns", "device"}) {
+    if (!node[key]) return r.Error(node, field, absl::StrCat("missing required key '", key, "'"));
+  }
+  RX_ASSIGN_OR_RETURN(netns, r.String(node["netns"], field + ".netns"));
+  if (netns_or->empty() || *netns_or == "." || *netns_or == ".." ||
+      netns_or->find('/') != std::string::npos) {
+    return r.Error(node["netns"], field + ".netns",
+                   "expected a network namespace name as in /run/netns (no '/')");
+  }
+  shape.netns = *netns_or;
+  RX_ASSIGN_OR_RETURN(device, r.String(node["device"], field + ".device"));
+  if (!ValidNetdevName(*device_or)) {
+    return r.Error(node["device"], field + ".device",
+                   "expected 1..15 characters without '/', ':' or whitespace");
+  }
+  shape.device = *device_or;
+  if (node["scale"]) {
+    RX_ASSIGN_OR_RETURN(scale, r.Number(node["scale"], field + ".scale", 0, 10));
+    if (*scale_or <= 0) return r.Error(node["scale"], field + ".scale", "must be > 0");
+    shape.scale = *scale_or;
+  }
+  return shape;
+}
+
 absl::StatusOr<NetdevSpec> ParseNetdev(const Reader& r, const YAML::Node& node,
                                        const std::string& field, const DeviceConfig& config,
                                        const std::string& device_name) {
   RX_RETURN_IF_ERROR(
       r.CheckKeys(node, field,
                   {"name", "driver", "interface", "address", "rx_bytes", "tx_bytes", "rx_packets",
-                   "tx_packets", "rx_dropped", "rx_errors", "tx_errors", "tx_dropped"}));
+                   "tx_packets", "rx_dropped", "rx_errors", "tx_errors", "tx_dropped", "shape"}));
   NetdevSpec netdev;
   if (!node["name"]) return r.Error(node, field, "missing required key 'name'");
   RX_ASSIGN_OR_RETURN(name, r.String(node["name"], field + ".name"));
@@ -430,6 +458,10 @@ absl::StatusOr<NetdevSpec> ParseNetdev(const Reader& r, const YAML::Node& node,
     if (!node[key]) continue;
     RX_ASSIGN_OR_RETURN(v, r.Uint(node[key], absl::StrCat(field, ".", key), 0, (1ull << 62)));
     *target = *v_or;
+  }
+  if (node["shape"]) {
+    RX_ASSIGN_OR_RETURN(shape, ParseShape(r, node["shape"], field + ".shape"));
+    netdev.shape = *shape_or;
   }
   return netdev;
 }
@@ -777,6 +809,7 @@ absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
     return r.Error(devices, "devices", "expected a non-empty list of devices");
   }
   std::set<std::string> netdev_names;
+  std::set<std::pair<std::string, std::string>> shaped;  // (netns, device)
   for (size_t i = 0; i < devices.size(); ++i) {
     const YAML::Node d = devices[i];
     const std::string f = absl::StrCat("devices[", i, "]");
@@ -808,6 +841,13 @@ absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
       if (!netdev_names.insert(spec.config.netdev->name).second) {
         return r.Error(d["netdev"], f + ".netdev.name",
                        absl::StrCat("duplicate netdev name '", spec.config.netdev->name, "'"));
+      }
+      if (const std::optional<ShapeSpec>& shape = spec.config.netdev->shape; shape.has_value()) {
+        if (!shaped.emplace(shape->netns, shape->device).second) {
+          return r.Error(d["netdev"]["shape"], f + ".netdev.shape",
+                         absl::StrCat("device ", shape->device, " in namespace ", shape->netns,
+                                      " is already shaped for another device"));
+        }
       }
     }
     if (d["registers"]) {

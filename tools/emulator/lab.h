@@ -56,6 +56,18 @@ struct InterfaceSpec {
   std::string driver;
 };
 
+/// A real network interface whose capacity follows the traffic model (docs/EMULATOR.md,
+/// "Shaped netdevs"): the emulator keeps a tbf qdisc on `device` inside the network namespace
+/// `netns` (/run/netns/<netns>, as `ip netns add` creates it) at
+/// RxCapacityMbps(host class, speed, hold) x `scale`. The device is the far end of a veth pair
+/// whose near end carries the netdev's name, so the qdisc limits what that interface receives
+/// (a download, iperf3 -R). Needs CAP_NET_ADMIN and CAP_SYS_ADMIN (setns).
+struct ShapeSpec {
+  std::string netns;   ///< namespace name in /run/netns, 1..255 characters, no '/'
+  std::string device;  ///< interface inside it, 1..15 characters (a netdev name)
+  double scale = 1;    ///< (0, 10]: applied rate = model capacity x scale
+};
+
 /// The network interface the Wi-Fi driver registers for the adapter, and its initial
 /// /sys/class/net/<name>/statistics counters.
 struct NetdevSpec {
@@ -71,6 +83,8 @@ struct NetdevSpec {
   uint64_t rx_errors = 0;
   uint64_t tx_errors = 0;
   uint64_t tx_dropped = 0;
+  /// A real interface shaped by the traffic model; nullopt = only the emulated sysfs netdev.
+  std::optional<ShapeSpec> shape;
 };
 
 /// Offered load of the traffic model, Mbit/s, >= 0.

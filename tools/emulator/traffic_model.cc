@@ -63,6 +63,13 @@ double TxCapacityMbps(HostClass host, double speed_mbps, std::optional<uint32_t>
   return RxCapacityMbps(host, speed_mbps, kShortHoldUs);
 }
 
+uint64_t ShapedRateBps(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us,
+                       double scale) {
+  constexpr double kMinRateBps = 8000;
+  const double bps = RxCapacityMbps(host, speed_mbps, hold_us) * 1e6 * scale;
+  return static_cast<uint64_t>(std::llround(std::max(bps, kMinRateBps)));
+}
+
 TrafficRates ModelRates(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us,
                         const TrafficSpec& offered) {
   TrafficRates rates;

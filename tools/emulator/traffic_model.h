@@ -50,6 +50,12 @@ double RxLossFraction(HostClass host, double speed_mbps, std::optional<uint32_t>
 /// Model capacity of the TX path in Mbit/s.
 double TxCapacityMbps(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us);
 
+/// Rate in bit/s of the tbf qdisc on a shaped netdev's peer (ShapeSpec): the model RX capacity
+/// x `scale`, rounded to whole bit/s, at least 8000 (tbf needs a positive byte rate). Only
+/// the capacity is shaped, not the model's loss (tbf drops only what overflows its queue).
+uint64_t ShapedRateBps(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us,
+                       double scale);
+
 /// The rates of an adapter with the given offered load.
 TrafficRates ModelRates(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us,
                         const TrafficSpec& offered);
