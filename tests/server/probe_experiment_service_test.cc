@@ -154,8 +154,7 @@ TEST(ProbeExperimentServiceTest, StaggeredProbesAndAProbeGuardrailOverGrpc) {
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<v1::Host> a = server->GetHost("host-a");
     absl::StatusOr<v1::Host> b = server->GetHost("host-b");
-    return a.ok() && a->status().adapter_count() == 3 && b.ok() &&
-           b->status().adapter_count() == 2;
+    return a.ok() && a->status().adapter_count() == 3 && b.ok() && b->status().adapter_count() == 2;
   }));
 
   v1::CreateExperimentRequest create;
