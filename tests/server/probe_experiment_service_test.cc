@@ -191,7 +191,9 @@ TEST(ProbeExperimentServiceTest, StaggeredProbesAndAProbeGuardrailOverGrpc) {
     return b.has_value() && b->assignments_size() == 3;
   }));
   std::set<uint32_t> rounds;
-  for (const v1::ExperimentAssignment& a : prober.agent().last_bundle()->assignments()) {
+  const std::optional<v1::PolicyBundle> bundle = prober.agent().last_bundle();
+  ASSERT_TRUE(bundle.has_value());
+  for (const v1::ExperimentAssignment& a : bundle->assignments()) {
     ASSERT_TRUE(a.has_probe()) << a.adapter_id();
     EXPECT_EQ(a.probe().server(), "127.0.0.1:5201");
     EXPECT_EQ(a.probe().protocol(), v1::PROBE_PROTOCOL_UDP);
