@@ -60,12 +60,11 @@ v1::Condition ExperimentController::ProbeConditionLocked(const Entry& entry) con
   v1::Condition c;
   c.set_type("ProbeSchedule");
   c.set_status(plan.members() > 0 ? v1::CONDITION_STATUS_TRUE : v1::CONDITION_STATUS_FALSE);
-  const std::string fit =
-      absl::StrCat(plan.slots_per_window(), plan.slots_per_window() == 1 ? " probe" : " probes",
-                   " of ", absl::FormatDuration(probe.duration), " (slots of ",
-                   absl::FormatDuration(plan.slot_length()), ") fit in a ",
-                   absl::FormatDuration(entry.experiment.window_length), " window against ",
-                   common::ProbeServerAddress(probe));
+  const std::string fit = absl::StrCat(
+      plan.slots_per_window(), plan.slots_per_window() == 1 ? " probe" : " probes", " of ",
+      absl::FormatDuration(probe.duration), " (slots of ", absl::FormatDuration(plan.slot_length()),
+      ") fit in a ", absl::FormatDuration(entry.experiment.window_length), " window against ",
+      common::ProbeServerAddress(probe));
   if (plan.members() == 0) {
     c.set_reason("NoAdapters");
     c.set_message(absl::StrCat(fit, "; no adapter under test probes yet (agents need the `",

@@ -11,7 +11,8 @@ namespace rxfleet::experiments {
 uint32_t ProbeSlotsPerWindow(absl::Duration window_length, absl::Duration probe_duration) {
   const absl::Duration slot = probe_duration + kProbeSlotMargin;
   if (slot <= absl::ZeroDuration() || slot > window_length) return 0;
-  return static_cast<uint32_t>(absl::IDivDuration(window_length, slot, nullptr));
+  absl::Duration remainder;  // IDivDuration writes it; it may not be null
+  return static_cast<uint32_t>(absl::IDivDuration(window_length, slot, &remainder));
 }
 
 ProbePlan::ProbePlan(absl::Duration window_length, absl::Duration probe_duration)
@@ -19,7 +20,6 @@ ProbePlan::ProbePlan(absl::Duration window_length, absl::Duration probe_duration
       probe_duration_(probe_duration),
       slot_length_(probe_duration + kProbeSlotMargin),
       slots_(std::max<uint32_t>(1, ProbeSlotsPerWindow(window_length, probe_duration))) {}
-
 
 bool ProbePlan::Update(std::vector<std::string> members) {
   std::sort(members.begin(), members.end());

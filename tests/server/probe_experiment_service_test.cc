@@ -154,8 +154,7 @@ TEST(ProbeExperimentServiceTest, StaggeredProbesAndAProbeGuardrailOverGrpc) {
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<v1::Host> a = server->GetHost("host-a");
     absl::StatusOr<v1::Host> b = server->GetHost("host-b");
-    return a.ok() && a->status().adapter_count() == 3 && b.ok() &&
-           b->status().adapter_count() == 2;
+    return a.ok() && a->status().adapter_count() == 3 && b.ok() && b->status().adapter_count() == 2;
   }));
 
   v1::CreateExperimentRequest create;
@@ -192,7 +191,9 @@ TEST(ProbeExperimentServiceTest, StaggeredProbesAndAProbeGuardrailOverGrpc) {
     return b.has_value() && b->assignments_size() == 3;
   }));
   std::set<uint32_t> rounds;
-  for (const v1::ExperimentAssignment& a : prober.agent().last_bundle()->assignments()) {
+  const std::optional<v1::PolicyBundle> bundle = prober.agent().last_bundle();
+  ASSERT_TRUE(bundle.has_value());
+  for (const v1::ExperimentAssignment& a : bundle->assignments()) {
     ASSERT_TRUE(a.has_probe()) << a.adapter_id();
     EXPECT_EQ(a.probe().server(), "127.0.0.1:5201");
     EXPECT_EQ(a.probe().protocol(), v1::PROBE_PROTOCOL_UDP);

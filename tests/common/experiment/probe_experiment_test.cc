@@ -127,9 +127,9 @@ TEST(ProbeExperimentTest, ValidateExperimentAppliesTheSameRules) {
 }
 
 TEST(ProbeMetricTest, CatalogueUnitsAndFormats) {
-  for (const char* name : {"probe_rx_throughput_bps", "probe_tx_throughput_bps",
-                           "probe_udp_loss_ratio", "probe_udp_jitter_seconds",
-                           "probe_tcp_retransmits"}) {
+  for (const char* name :
+       {"probe_rx_throughput_bps", "probe_tx_throughput_bps", "probe_udp_loss_ratio",
+        "probe_udp_jitter_seconds", "probe_tcp_retransmits"}) {
     absl::StatusOr<Metric> m = ParseMetric(name);
     ASSERT_TRUE(m.ok()) << name;
     EXPECT_TRUE(IsProbeMetric(*m)) << name;
