@@ -43,7 +43,8 @@ std::vector<std::string> IperfClientArguments(const common::ProbeSpec& spec,
                                               const std::string& netdev,
                                               const IperfProbeOptions& options);
 
-/// ProbeRunner on libiperf.
+/// ProbeRunner on libiperf. The process must ignore SIGPIPE (agent/main.cc does): libiperf
+/// writes to connections the server or the watchdog closed.
 ///
 /// An attempt: (1) the netdev must exist, be up and have an IPv4 address (else
 /// `interface_down`, no traffic); (2) libiperf runs the client with IperfClientArguments; all

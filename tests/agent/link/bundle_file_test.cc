@@ -168,5 +168,35 @@ TEST(BundleFileTest, ConversionCarriesTheAssignmentsWindowFields) {
   EXPECT_EQ(got.burn_in, absl::Seconds(120));
 }
 
+TEST(BundleFileTest, ConversionCarriesProbesAndSlots) {
+  v1::PolicyBundle bundle = MakeBundle(10, 32);
+  v1::ExperimentAssignment* a = bundle.add_assignments();
+  a->set_adapter_id("port-2-2");
+  a->set_experiment("hold-ab");
+  a->set_arm("short");
+  a->mutable_settings()->set_hold_us(32);
+  a->mutable_probe()->set_server("10.0.0.5");
+  *a->mutable_probe_offset() = common::DurationToProto(absl::Seconds(20));
+  v1::ProbeSlot* slot = bundle.add_probe_slots();
+  slot->set_adapter_id("port-2-2");
+  slot->set_policy("usb3-short");
+  *slot->mutable_offset() = common::DurationToProto(absl::Seconds(90));
+  absl::StatusOr<ServerBundle> converted = ServerBundleFromProto(bundle);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  const ExperimentAssignment& got = converted->assignments[0];
+  ASSERT_TRUE(got.probe.has_value());
+  EXPECT_EQ(got.probe->server_host, "10.0.0.5");
+  EXPECT_EQ(got.probe->duration, absl::Seconds(10));
+  EXPECT_EQ(got.probe_offset, absl::Seconds(20));
+  ASSERT_EQ(converted->probe_slots.count("port-2-2"), 1u);
+  EXPECT_EQ(converted->probe_slots.at("port-2-2").first, "usb3-short");
+  EXPECT_EQ(converted->probe_slots.at("port-2-2").second, absl::Seconds(90));
+
+  a->mutable_probe()->set_parallel_streams(17);
+  absl::StatusOr<ServerBundle> bad = ServerBundleFromProto(bundle);
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("assignments[0].probe"));
+}
+
 }  // namespace
 }  // namespace rxfleet::agent

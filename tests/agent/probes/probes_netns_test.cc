@@ -3,9 +3,11 @@
 // The kernels this runs on may lack sch_netem ("Specified qdisc kind is unknown"): netem is
 // tried first, tbf is the fallback.
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -172,6 +174,24 @@ TEST_F(NetnsTest, MissingNetdevIsInterfaceDown) {
   IperfProbeRunner runner;
   ProbeResult r = runner.Run({"port-1", host_if_ + "x", Spec(common::ProbeProtocol::kTcp)});
   EXPECT_EQ(r.failure, ProbeFailure::kInterfaceDown);
+}
+
+TEST_F(NetnsTest, StalledServerIsTimeout) {
+  // libiperf writes to the control connection the watchdog shut down: the agent ignores
+  // SIGPIPE (agent/main.cc), so does this test.
+  ::signal(SIGPIPE, SIG_IGN);
+  IperfProbeOptions options;
+  options.timeout_margin = absl::Seconds(2);
+  IperfProbeRunner runner(options);
+  std::thread stopper([this] {
+    absl::SleepFor(absl::Milliseconds(500));  // the test has started
+    server_->Signal(SIGSTOP);
+  });
+  ProbeResult r = runner.Run({"port-1", host_if_, Spec(common::ProbeProtocol::kTcp, 1)});
+  stopper.join();
+  server_->Signal(SIGCONT);
+  EXPECT_EQ(r.failure, ProbeFailure::kTimeout) << r.failure_message;
+  EXPECT_THAT(r.failure_message, ::testing::HasSubstr("no result within 3s"));
 }
 
 }  // namespace
