@@ -1,3 +1,5 @@
+// Reason: one strict reader for every document block (metadata, selector, settings, probe);
+// the blocks share its position bookkeeping and error wording, so it stays one file.
 #include "common/policy/document_reader.h"
 
 #include <algorithm>

@@ -59,9 +59,10 @@ absl::StatusOr<Selector> SelectorFromProto(const v1::AdapterSelector& selector);
 v1::Policy PolicyToProto(const Policy& policy);
 
 /// v1::Policy -> validated Policy (metadata.name, labels, resource_version; spec.priority,
-/// selector, settings, probe (ProbeSpecFromProto); description, annotations and status are not part of the value type).
-/// `source` becomes Policy::source ("server", "bundle 12"). Errors: InvalidArgument starting
-/// with "policy 'NAME': " for SelectorFromProto failures and every ValidatePolicy failure.
+/// selector, settings, probe (ProbeSpecFromProto); description, annotations and status are not part
+/// of the value type). `source` becomes Policy::source ("server", "bundle 12"). Errors:
+/// InvalidArgument starting with "policy 'NAME': " for SelectorFromProto failures and every
+/// ValidatePolicy failure.
 absl::StatusOr<Policy> PolicyFromProto(const v1::Policy& policy, std::string_view source);
 
 /// The selector-visible attributes of a reported adapter: id = metadata.name, host = host_id,
