@@ -1,6 +1,7 @@
 #include "agent/app/agent.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/experiments/experiment_windows.h"
+#include "agent/probes/iperf_probe.h"
 #include "agent/status/adapter_proto.h"
 #include "agent/status/status_server.h"
 #include "agent/telemetry/agent_telemetry.h"
@@ -147,6 +149,22 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
         telemetry, agent->log_, [raw] { return raw->RegisterStates(); },
         [raw](ExperimentWindow window) { raw->DeliverMetricWindow(std::move(window)); });
     agent->manager_->AddObserver(agent->telemetry_.get());
+
+    ProbeSchedulerOptions probes;
+    probes.host_id = agent->options_.host_id;
+    probes.netdev_of = [raw](const std::string& adapter_id) {
+      std::optional<AdapterSnapshot> s = raw->manager_->Find(adapter_id);
+      return s.has_value() && s->present ? s->netdev : std::string();
+    };
+    probes.on_result = [raw](const std::string& adapter_id, ProbeOrigin,
+                             const ProbeResult& result) {
+      raw->telemetry_->RecordProbe(adapter_id, result);
+    };
+    probes.default_window_length = agent->options_.metric_window;
+    probes.log = agent->log_;
+    agent->probe_runner_ = std::make_unique<IperfProbeRunner>();
+    agent->probes_ =
+        std::make_unique<ProbeScheduler>(agent->probe_runner_.get(), std::move(probes));
   }
   agent->PublishPolicies();
   return agent;
@@ -154,6 +172,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
 
 Agent::~Agent() {
   if (source_) source_->Stop();
+  probes_.reset();  // before the telemetry its results go to
   telemetry_.reset();
 }
 
@@ -191,12 +210,8 @@ void Agent::PublishPolicies() {
   manager_->SetPolicies(std::move(set));
 }
 
-absl::Status Agent::SetServerBundle(uint64_t version, std::vector<common::Policy> policies,
-                                    std::vector<ExperimentAssignment> assignments) {
-  ServerBundle bundle;
-  bundle.version = version;
-  bundle.policies = std::move(policies);
-  bundle.assignments = std::move(assignments);
+absl::Status Agent::SetServerBundle(ServerBundle bundle) {
+  const uint64_t version = bundle.version;
   for (common::Policy& p : bundle.policies) {
     if (p.source.empty()) p.source = "server";
   }
@@ -210,6 +225,7 @@ absl::Status Agent::SetServerBundle(uint64_t version, std::vector<common::Policy
   // Close the experiment windows of the previous bundle before its successor can change a
   // register, so no window mixes two arms.
   if (telemetry_) telemetry_->CutExperimentWindows(std::make_pair(version, bundle.assignments));
+  if (probes_) probes_->SetAssignments(bundle.assignments, absl::Now());
   {
     absl::MutexLock lock(&mu_);
     bundle_ = std::move(bundle);
@@ -246,6 +262,7 @@ void Agent::SetMetricWindowSink(ExperimentWindowSink sink) {
 
 void Agent::SetMetricWindowLength(absl::Duration length) {
   if (telemetry_) telemetry_->SetMetricWindowLength(length);
+  if (probes_) probes_->SetDefaultWindowLength(length);
 }
 
 void Agent::CountMetricWindow(std::string_view result) {
@@ -259,8 +276,39 @@ void Agent::CountBundlePersistFailure() {
 void Agent::DeliverMetricWindow(ExperimentWindow window) {
   // Under the lock, so a sink being replaced (SetMetricWindowSink(nullptr)) is not called
   // afterwards. The sink only queues.
+  if (probes_) {
+    window.probe = probes_->TakeWindowResult(window.window.adapter_id, window.experiment,
+                                             window.window.start_time);
+  }
   absl::MutexLock lock(&mu_);
   if (window_sink_) window_sink_(std::move(window));
+}
+
+void Agent::UpdatePolicyProbes() {
+  if (!probes_) return;
+  std::map<std::string, PolicyProbe> wanted;
+  const std::shared_ptr<const PolicySet> policies = manager_->policies();
+  // An adapter under an experiment that probes runs the experiment's probes only: a policy
+  // probe inside its windows would disturb them and could meet them at the iperf3 server.
+  std::set<std::string> experiment_probed;
+  if (policies->server().has_value()) {
+    const absl::Time now = absl::Now();
+    for (const ExperimentAssignment& a : policies->server()->assignments) {
+      if (a.probe.has_value() && (!a.period_end.has_value() || *a.period_end > now)) {
+        experiment_probed.insert(a.adapter_id);
+      }
+    }
+  }
+  for (const AdapterSnapshot& s : manager_->Snapshots()) {
+    if (!s.present || !s.probe.has_value() || experiment_probed.count(s.id) > 0) continue;
+    PolicyProbe& probe = wanted[s.id];
+    probe.policy = s.probe->provenance.name;
+    probe.spec = s.probe->value;
+    probe.slot_offset = policies->ProbeSlot(s.id, probe.policy);
+  }
+  if (wanted == policy_probes_) return;
+  policy_probes_ = wanted;
+  probes_->SetPolicyProbes(std::move(wanted), absl::Now());
 }
 
 std::map<std::string, AdapterRegisterState> Agent::RegisterStates() const {
@@ -368,6 +416,7 @@ absl::Status Agent::Run() {
   }
 
   const std::string bound = telemetry_->Start(options_.metrics_address);
+  probes_->Start();
   {
     absl::MutexLock lock(&mu_);
     metrics_bound_ = bound;
@@ -475,6 +524,7 @@ absl::Status Agent::Run() {
     if (edge) deadline = std::min(deadline, MonotonicNow() + (*edge - wall));
     deadline = std::min(deadline, notifier.NextPing());
     notifier.SetStatus(ServiceStatus(manager_->Snapshots()));
+    UpdatePolicyProbes();
 
     absl::MutexLock lock(&mu_);
     while (!wake_ && !stop_) {
@@ -487,7 +537,8 @@ absl::Status Agent::Run() {
   notifier.Stopping();
   log_(LogLevel::kInfo, "stopping");
   if (hotplug) source_->Stop();
-  status.reset();  // shuts the endpoint down and removes the socket
+  status.reset();   // shuts the endpoint down and removes the socket
+  probes_->Stop();  // after the attempt in progress (at most its duration + 10 s)
   telemetry_->Stop();
   log_(LogLevel::kInfo, "stopped");
   return absl::OkStatus();

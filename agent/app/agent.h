@@ -17,6 +17,8 @@
 #include "agent/app/local_policies.h"
 #include "agent/collectors/window.h"
 #include "agent/experiments/experiment_windows.h"
+#include "agent/probes/probe_runner.h"
+#include "agent/probes/probe_scheduler.h"
 #include "agent/reconcile/adapter_manager.h"
 #include "agent/reconcile/adapter_snapshot.h"
 #include "agent/reconcile/log.h"
@@ -127,8 +129,9 @@ class Agent {
   /// everything first (ValidateServerBundle against the layouts of the adapters known now);
   /// on error returns InvalidArgument naming the offending policy/assignment and keeps the last
   /// good bundle. On success every adapter is requeued; their snapshots then carry the version.
-  absl::Status SetServerBundle(uint64_t version, std::vector<common::Policy> policies,
-                               std::vector<ExperimentAssignment> assignments);
+  /// The bundle's probe slots (ServerBundle::probe_slots) time the adapters' policy probes, its
+  /// assignments' probes run inside their metric windows (ProbeScheduler).
+  absl::Status SetServerBundle(ServerBundle bundle);
   /// Version of the bundle in effect; 0 if none.
   uint64_t active_bundle_version() const;
 
@@ -175,6 +178,9 @@ class Agent {
   /// Register state of every supported adapter, for the experiment windows.
   std::map<std::string, AdapterRegisterState> RegisterStates() const;
   void PublishPolicies();
+  /// Hands the scheduler the policy probe of every present adapter (loop thread), when they
+  /// changed since the last call.
+  void UpdatePolicyProbes();
   void Wake();
 
   AgentOptions options_;
@@ -185,10 +191,14 @@ class Agent {
   LocalPolicyFiles local_files_;
   std::unique_ptr<AdapterManager> manager_;
   std::unique_ptr<AgentTelemetry> telemetry_;  // null in once mode
+  // Active throughput probes (null in once mode): libiperf, one attempt at a time.
+  std::unique_ptr<ProbeRunner> probe_runner_;
+  std::unique_ptr<ProbeScheduler> probes_;
   std::vector<AdapterObserver*> observers_;
   const absl::Time start_time_;
 
   // Loop thread only.
+  std::map<std::string, PolicyProbe> policy_probes_;
   std::string local_fingerprint_;
   std::string logged_policy_error_;
 

@@ -23,6 +23,7 @@
 #include "agent/collectors/icmp_prober.h"
 #include "agent/collectors/netdev_stats.h"
 #include "agent/collectors/window.h"
+#include "agent/probes/probe_result.h"
 #include "agent/reconcile/policy_set.h"
 #include "common/chips/rx_agg.h"
 
@@ -54,6 +55,10 @@ struct ExperimentWindow {
   /// (the first problem seen in the window), empty when valid.
   bool valid = true;
   std::string invalid_reason;
+  /// The experiment's active throughput probe run inside this window (ExperimentAssignment
+  /// probe), attached by the agent when the window closes; unset when the assignment has no
+  /// probe, it was not this adapter's turn, or no attempt finished inside the window.
+  std::optional<ProbeResult> probe;
 };
 
 /// An adapter's register state at one tick, as the reconcile loop last saw it.

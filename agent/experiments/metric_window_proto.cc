@@ -1,5 +1,6 @@
 #include "agent/experiments/metric_window_proto.h"
 
+#include "agent/probes/probe_result_proto.h"
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
 
@@ -44,6 +45,7 @@ v1::MetricWindow MetricWindowToProto(const ExperimentWindow& window) {
     *out.mutable_observed_settings() = common::RxAggSettingsToProto(*window.observed_settings);
   }
   out.set_bundle_version(window.bundle_version);
+  if (window.probe.has_value()) *out.mutable_probe() = ProbeResultToProto(*window.probe);
   return out;
 }
 

@@ -28,8 +28,8 @@ v1::Hello AgentHello(const Agent& agent) {
   hello.set_host_id(agent.host_id());
   for (const auto& [key, value] : agent.labels()) (*hello.mutable_labels())[key] = value;
   hello.set_agent_version(std::string(rxfleet::kVersion));
-  for (const char* capability :
-       {"rx_agg.v1", "rx_agg.v2", "rx_agg.v3", "local_policy", "experiments", "metric_windows"}) {
+  for (const char* capability : {"rx_agg.v1", "rx_agg.v2", "rx_agg.v3", "local_policy",
+                                 "experiments", "metric_windows", "probes"}) {
     hello.add_capabilities(capability);
   }
   const HostFacts& facts = agent.host_facts();
@@ -81,7 +81,7 @@ void AgentLinkBinding::Stop() {
 }
 
 absl::Status AgentLinkBinding::ApplyServerBundle(const ServerBundle& bundle) {
-  return agent_->SetServerBundle(bundle.version, bundle.policies, bundle.assignments);
+  return agent_->SetServerBundle(bundle);
 }
 
 void AgentLinkBinding::OnAdapterChanged(const AdapterSnapshot& snapshot, const AdapterEvents&,

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -169,6 +170,13 @@ absl::StatusOr<ServerBundle> ServerBundleFromProto(const v1::PolicyBundle& bundl
       if (assignment.probe_offset < absl::ZeroDuration()) {
         return absl::InvalidArgumentError(
             absl::StrCat("assignments[", i, "].probe_offset must not be negative"));
+      }
+      assignment.probe_rounds = std::max<uint32_t>(1, a.probe_rounds());
+      assignment.probe_round = a.probe_round();
+      if (assignment.probe_round >= assignment.probe_rounds) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("assignments[", i, "].probe_round ", a.probe_round(),
+                         " must be below probe_rounds ", assignment.probe_rounds));
       }
     }
     out.assignments.push_back(std::move(assignment));

@@ -18,7 +18,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "agent/probes/iperf_errors.h"
 #include "agent/probes/iperf_json.h"
 
@@ -140,23 +139,43 @@ ProbeResult IperfProbeRunner::Run(const ProbeRequest& request) {
                          absl::StrCat("iperf3 options: ", IperfErrorText(code))));
   }
 
-  // The watchdog: at the hard limit, shut the control connection down. libiperf's select loop
-  // then sees it closed and ends the test (and a blocking read on it returns 0).
-  absl::Notification done;
+  // The watchdog: at the hard limit, or when the agent stops (Cancel), shut the control
+  // connection down. libiperf's select loop then sees it closed and ends the test (and a
+  // blocking read on it returns 0). Repeated every 100 ms until the attempt ends: a test still
+  // connecting has no control socket yet.
+  {
+    absl::MutexLock state(&mu_);
+    if (cancelled_) {
+      iperf_free_test(test);
+      return finish(
+          Failed(std::move(result), ProbeFailure::kError, "cancelled: the agent is stopping"));
+    }
+    finished_ = false;
+  }
   std::atomic<bool> timed_out{false};
   const absl::Duration limit = request.spec.duration + options_.timeout_margin;
   const uint16_t port = request.spec.server_port;
-  std::thread watchdog([&done, &timed_out, test, limit, port] {
-    if (done.WaitForNotificationWithTimeout(limit)) return;
-    timed_out = true;
-    // A plain int read of libiperf's state while the test thread runs: set once at connect,
-    // and checked to be the connection to the server before use.
-    const int fd = iperf_get_control_socket(test);
-    if (IsControlConnection(fd, port)) ::shutdown(fd, SHUT_RDWR);
+  std::thread watchdog([this, &timed_out, test, limit, port] {
+    absl::MutexLock state(&mu_);
+    auto finished_or_cancelled = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return finished_ || cancelled_;
+    };
+    auto finished = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return finished_; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&finished_or_cancelled), limit)) timed_out = true;
+    while (!finished_) {
+      // A plain int read of libiperf's state while the test thread runs: set once at connect,
+      // and checked to be the connection to the server before use.
+      const int fd = iperf_get_control_socket(test);
+      if (IsControlConnection(fd, port)) ::shutdown(fd, SHUT_RDWR);
+      mu_.AwaitWithTimeout(absl::Condition(&finished), absl::Milliseconds(100));
+    }
   });
   const int rc = iperf_run_client(test);
   const int code = i_errno;
-  done.Notify();
+  {
+    absl::MutexLock state(&mu_);
+    finished_ = true;
+  }
   watchdog.join();
 
   const char* json = iperf_get_test_json_output_string(test);
@@ -164,6 +183,15 @@ ProbeResult IperfProbeRunner::Run(const ProbeRequest& request) {
   const std::string error_text = code != IENONE ? IperfErrorText(code) : std::string();
   iperf_free_test(test);
 
+  bool cancelled = false;
+  {
+    absl::MutexLock state(&mu_);
+    cancelled = cancelled_;
+  }
+  if (cancelled) {
+    return finish(
+        Failed(std::move(result), ProbeFailure::kError, "cancelled: the agent is stopping"));
+  }
   if (timed_out) {
     return finish(Failed(std::move(result), ProbeFailure::kTimeout,
                          absl::StrCat("no result within ", absl::FormatDuration(limit))));
@@ -189,6 +217,11 @@ ProbeResult IperfProbeRunner::Run(const ProbeRequest& request) {
   result.udp_jitter_seconds = report->udp_jitter_seconds;
   result.bytes = report->bytes;
   return finish(std::move(result));
+}
+
+void IperfProbeRunner::Cancel() {
+  absl::MutexLock state(&mu_);
+  cancelled_ = true;
 }
 
 }  // namespace rxfleet::agent

@@ -11,7 +11,9 @@
 #include <functional>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/probes/netdev_address.h"
 #include "agent/probes/probe_runner.h"
@@ -48,9 +50,11 @@ std::vector<std::string> IperfClientArguments(const common::ProbeSpec& spec,
 ///
 /// An attempt: (1) the netdev must exist, be up and have an IPv4 address (else
 /// `interface_down`, no traffic); (2) libiperf runs the client with IperfClientArguments; all
-/// its sockets are bound to that address and, with SO_BINDTODEVICE, to the netdev (root or
-/// CAP_NET_RAW; without it the attempt fails with `error` "unable to bind-to-device"); (3) a
-/// watchdog shuts the control connection down at spec.duration + timeout_margin (`timeout`).
+/// its sockets are bound to that address and, with SO_BINDTODEVICE, to the netdev
+/// (unprivileged since Linux 5.7, commit c427bfec18f2 "net: core: enable SO_BINDTODEVICE for
+/// non-root users"; older kernels need CAP_NET_RAW, else the attempt fails with `error`
+/// "unable to bind-to-device"); (3) a watchdog shuts the control connection down at
+/// spec.duration + timeout_margin (`timeout`) or on Cancel().
 /// libiperf's JSON report is parsed for the measurement (ParseIperfReport); its failures map
 /// through ClassifyIperfError. Output goes to /dev/null, never to the agent's stdout.
 ///
@@ -62,9 +66,17 @@ class IperfProbeRunner final : public ProbeRunner {
  public:
   explicit IperfProbeRunner(IperfProbeOptions options = {});
   ProbeResult Run(const ProbeRequest& request) override;
+  /// Shuts the control connection of the attempt in progress down (retried every 100 ms until
+  /// the attempt ends, so one still connecting is caught too); later attempts fail with
+  /// `error` "cancelled: the agent is stopping" without traffic.
+  void Cancel() override;
 
  private:
   IperfProbeOptions options_;
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  // The attempt in progress has returned from libiperf (reset per attempt).
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace rxfleet::agent

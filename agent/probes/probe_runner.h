@@ -29,6 +29,10 @@ class ProbeRunner {
   /// never aborts; returns within spec.duration + kProbeTimeoutMargin (+ whatever the runner
   /// documents beyond that).
   virtual ProbeResult Run(const ProbeRequest& request) = 0;
+  /// The agent is stopping: ends the attempt in progress as soon as it can (its result is then
+  /// a failure nobody records) and makes every later Run return a failure at once. Any
+  /// thread; idempotent. The default does nothing (attempts run to their end).
+  virtual void Cancel() {}
 };
 
 /// A probe with no result this long after its duration is ended as `timeout`.

@@ -124,6 +124,10 @@ std::optional<ProbeScheduler::Job> ProbeScheduler::NextWindowJob(const Experimen
     job.due = job.window_start + a.probe_offset;
     if (a.period_end.has_value() && job.window_end > *a.period_end) return std::nullopt;
     if (job.due < from || job.window_end <= burn_in_end) continue;
+    if (a.probe_rounds > 1 &&
+        FloorDiv(job.window_start - absl::UnixEpoch(), length) % a.probe_rounds != a.probe_round) {
+      continue;  // another adapter's turn in this window
+    }
     job.origin = ProbeOrigin::kExperiment;
     job.adapter_id = a.adapter_id;
     job.experiment = a.experiment;
@@ -226,6 +230,10 @@ int ProbeScheduler::RunDueWithClock(const std::function<absl::Time()>& clock) {
     request.spec = job->spec;
     ProbeResult result = runner_->Run(request);
     ++ran;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return ran;  // a cancelled attempt: neither a state nor a result
+    }
     Complete(*std::move(job), std::move(result), clock());
   }
 }
@@ -351,6 +359,7 @@ void ProbeScheduler::Stop() {
     if (!started_) return;
     stopping_ = true;
   }
+  runner_->Cancel();  // the attempt in progress ends now, not at its duration + 10 s
   if (worker_.joinable()) worker_.join();
   absl::MutexLock lock(&mu_);
   started_ = false;

@@ -106,7 +106,8 @@ class ProbeScheduler {
   void SetPolicyProbes(std::map<std::string, PolicyProbe> probes, absl::Time now);
   /// Replaces the experiment assignments (only those with a probe and a period start matter).
   /// Per (adapter, experiment): the next window whose probe slot is at or after `now`, that
-  /// ends after period start + burn-in and not after period end.
+  /// ends after period start + burn-in and not after period end, and that is the adapter's
+  /// round (window index from the Unix epoch modulo probe_rounds == probe_round).
   void SetAssignments(const std::vector<ExperimentAssignment>& assignments, absl::Time now);
   /// Window length of assignments without one; non-positive lengths are ignored.
   void SetDefaultWindowLength(absl::Duration length);
@@ -130,7 +131,8 @@ class ProbeScheduler {
 
   /// Starts the worker thread (RunDue on options.now() whenever something is due). Idempotent.
   void Start();
-  /// Stops the worker after the attempt in progress. Idempotent.
+  /// Stops the worker: cancels the attempt in progress (ProbeRunner::Cancel; its result is
+  /// dropped) and joins. Idempotent.
   void Stop();
 
  private:

@@ -387,19 +387,12 @@ void AdapterManager::ReconcileAllNow() {
   }
 }
 
-void AdapterManager::Reconcile(Record& r) {
-  const absl::Time mono = MonoNow();
-  const absl::Time wall = WallNow();
-  const common::RxAggLayout layout = *r.snap.layout;
-  if (HoldOff(r, mono)) return;
-
-  RefreshNetdev(r);
-
-  std::shared_ptr<const PolicySet> policies;
+common::AdapterAttributes AdapterManager::AttributesOf(
+    const Record& r, std::shared_ptr<const PolicySet>* policies) const {
   common::AdapterAttributes attributes;
   {
     absl::MutexLock lock(&mu_);
-    policies = policies_;
+    *policies = policies_;
     attributes.host_labels = host_labels_;
     attributes.host = host_id_;
   }
@@ -409,6 +402,20 @@ void AdapterManager::Reconcile(Record& r) {
   attributes.vid = r.snap.device.vid;
   attributes.pid = r.snap.device.pid;
   attributes.usb_speed = r.snap.device.speed;
+  return attributes;
+}
+
+void AdapterManager::Reconcile(Record& r) {
+  const absl::Time mono = MonoNow();
+  const absl::Time wall = WallNow();
+  const common::RxAggLayout layout = *r.snap.layout;
+  if (HoldOff(r, mono)) return;
+
+  RefreshNetdev(r);
+
+  std::shared_ptr<const PolicySet> policies;
+  const common::AdapterAttributes attributes = AttributesOf(r, &policies);
+  r.snap.probe = policies->ResolveProbe(attributes);
   DesiredSettings desired = policies->Resolve(attributes, wall);
   const common::RxAggSettings settings = desired.Settings();
   r.snap.desired = desired;

@@ -145,6 +145,10 @@ class AdapterManager {
   /// Netdev, driver and statistics directory of the record's port path, from sysfs.
   void RefreshNetdev(Record& record) const;
   void MarkGone(Record& record, std::string_view reason, std::string message);
+  /// The selector facts of `record` (host labels and id included) and, in `policies`, the
+  /// policy set in force.
+  common::AdapterAttributes AttributesOf(const Record& record,
+                                         std::shared_ptr<const PolicySet>* policies) const;
   void Reconcile(Record& record);
   /// Applies a pass's transition (agent/reconcile/transition.h) to the record and publishes it.
   void Apply(Record& record, const AdapterTransition& transition, absl::Time mono, absl::Time wall);

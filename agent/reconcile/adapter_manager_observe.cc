@@ -26,6 +26,11 @@ bool NetdevUp(const std::string& statistics_dir) {
 void AdapterManager::Observe(Record& r) {
   const absl::Time wall = WallNow();
   RefreshNetdev(r);
+  {
+    std::shared_ptr<const PolicySet> policies;
+    const common::AdapterAttributes attributes = AttributesOf(r, &policies);
+    r.snap.probe = policies->ResolveProbe(attributes);
+  }
   ObservationInput input;
   input.chip = r.observed;
   input.speed = r.snap.device.speed;

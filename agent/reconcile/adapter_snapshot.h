@@ -110,6 +110,10 @@ struct AdapterSnapshot {
 
   /// Desired settings with origins (supported adapters; unset before the first resolution).
   std::optional<DesiredSettings> desired;
+  /// The active throughput probe the policies decide for this adapter (PolicySpec.probe,
+  /// PolicySet::ResolveProbe), supported and observe-only adapters alike; unset when no
+  /// matching policy sets one or before the first pass.
+  std::optional<common::Resolved<common::ProbeSpec>> probe;
   /// Register 0 as last read (sleep patterns are never stored here) and when.
   std::optional<uint32_t> observed_reg0;
   absl::Time observed_time = absl::UnixEpoch();

@@ -110,6 +110,21 @@ DesiredSettings PolicySet::Resolve(const common::AdapterAttributes& adapter,
   return desired;
 }
 
+std::optional<common::Resolved<common::ProbeSpec>> PolicySet::ResolveProbe(
+    const common::AdapterAttributes& adapter) const {
+  std::vector<common::PolicyLayer> layers = {{common::PolicySource::kLocalFile, &local_}};
+  if (server_) layers.push_back({common::PolicySource::kServerPolicy, &server_->policies});
+  return common::ResolveProbe(adapter, layers);
+}
+
+std::optional<absl::Duration> PolicySet::ProbeSlot(const std::string& adapter_id,
+                                                   const std::string& policy) const {
+  if (!server_) return std::nullopt;
+  auto it = server_->probe_slots.find(adapter_id);
+  if (it == server_->probe_slots.end() || it->second.first != policy) return std::nullopt;
+  return it->second.second;
+}
+
 std::optional<absl::Time> PolicySet::NextExpiry(absl::Time wall_now) const {
   std::optional<absl::Time> next;
   if (!server_) return next;

@@ -12,11 +12,11 @@
 #include "absl/time/time.h"
 #include "common/chips/chip_table.h"
 #include "common/chips/rx_agg.h"
-#include "common/probe/probe_spec.h"
 #include "common/policy/policy.h"
 #include "common/policy/precedence.h"
 #include "common/policy/resolver.h"
 #include "common/policy/selectors.h"
+#include "common/probe/probe_spec.h"
 
 namespace rxfleet::agent {
 
@@ -55,6 +55,11 @@ struct ExperimentAssignment {
   std::optional<common::ProbeSpec> probe;
   /// Start of the probe inside each window, in [0, window length).
   absl::Duration probe_offset = absl::ZeroDuration();
+  /// Rotation (ExperimentAssignment.probe_rounds/probe_round): the probe runs only in windows
+  /// whose index floor((window start - Unix epoch) / window length) modulo probe_rounds equals
+  /// probe_round. probe_rounds 0 or 1: every window; probe_round < max(1, probe_rounds).
+  uint32_t probe_rounds = 1;
+  uint32_t probe_round = 0;
 
   friend bool operator==(const ExperimentAssignment&, const ExperimentAssignment&) = default;
 };
@@ -113,6 +118,17 @@ class PolicySet {
   /// Resolves one adapter (common::ResolveLayers: local file, server policies, the adapter's
   /// experiment assignments), dropping assignments whose period ended before `wall_now`.
   DesiredSettings Resolve(const common::AdapterAttributes& adapter, absl::Time wall_now) const;
+
+  /// The active throughput probe of one adapter (PolicySpec.probe; common::ResolveProbe over
+  /// the local files and the server's policies); nullopt when no matching policy sets one.
+  /// Experiment probes come with the assignments, not through here.
+  std::optional<common::Resolved<common::ProbeSpec>> ResolveProbe(
+      const common::AdapterAttributes& adapter) const;
+
+  /// The server's probe slot for `adapter_id` when its probe is decided by `policy`
+  /// (PolicyBundle.probe_slots); nullopt otherwise (the agent then spreads by a stable hash).
+  std::optional<absl::Duration> ProbeSlot(const std::string& adapter_id,
+                                          const std::string& policy) const;
 
   /// The earliest period end after `wall_now` among the assignments, if any: the moment
   /// resolution changes by itself.

@@ -46,6 +46,7 @@ AgentTelemetry::AgentTelemetry(const TelemetryOptions& options, LogSink log,
     : log_(std::move(log)),
       registry_(std::make_shared<prometheus::Registry>()),
       adapters_(*registry_),
+      probe_metrics_(*registry_),
       netdev_(*registry_, NetdevCollectorOptions{options.sysfs_root, CollectorLog()}),
       cpu_(*registry_, CpuCollectorOptions{options.procfs_root, {}, {}, CollectorLog()}),
       reloads_(prometheus::BuildCounter()
@@ -233,6 +234,7 @@ void AgentTelemetry::CountEvents(const std::string& adapter_id, const AdapterEve
 
 void AgentTelemetry::OnAdapterRemoved(const std::string& adapter_id) {
   adapters_.RemoveAdapter(adapter_id);
+  probe_metrics_.Remove(adapter_id);
   netdev_.RemoveAdapter(adapter_id);
   if (prober_) prober_->RemoveAdapter(adapter_id);
   diagnoses_.erase(adapter_id);

@@ -24,6 +24,8 @@
 #include "agent/experiments/experiment_windows.h"
 #include "agent/metrics/adapter_metrics.h"
 #include "agent/metrics/metrics_server.h"
+#include "agent/probes/probe_metrics.h"
+#include "agent/probes/probe_result.h"
 #include "agent/reconcile/adapter_snapshot.h"
 #include "agent/reconcile/log.h"
 #include "agent/reconcile/policy_set.h"
@@ -85,6 +87,11 @@ class AgentTelemetry : public AdapterObserver {
   void CountMetricWindow(std::string_view result);
   /// Counts one server bundle applied but not saved in rxfleet_agent_bundle_persist_failures_total.
   void CountBundlePersistFailure() { bundle_persist_failures_.Increment(); }
+  /// Records one final result of an active throughput probe in the rxfleet_probe_* series
+  /// (ProbeMetrics). Any thread.
+  void RecordProbe(const std::string& adapter_id, const ProbeResult& result) {
+    probe_metrics_.Record(adapter_id, result);
+  }
 
   /// Wall-clock time the next experiment window ends; nullopt without open windows.
   std::optional<absl::Time> NextExperimentEdge() const;
@@ -116,6 +123,7 @@ class AgentTelemetry : public AdapterObserver {
   LogSink log_;
   std::shared_ptr<prometheus::Registry> registry_;
   AdapterMetrics adapters_;
+  ProbeMetrics probe_metrics_;
   NetdevCollector netdev_;
   CpuCollector cpu_;
   prometheus::Family<prometheus::Counter>& reloads_;

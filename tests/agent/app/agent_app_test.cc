@@ -41,6 +41,15 @@ using testing::FakeDeviceSource;
 using ::testing::HasSubstr;
 using testing::MakeDevice;
 
+ServerBundle Bundle(uint64_t version, std::vector<common::Policy> policies,
+                    std::vector<ExperimentAssignment> assignments) {
+  ServerBundle bundle;
+  bundle.version = version;
+  bundle.policies = std::move(policies);
+  bundle.assignments = std::move(assignments);
+  return bundle;
+}
+
 // ---- host labels ----
 
 TEST(HostFactsTest, NormalisesBoardModels) {
@@ -530,7 +539,7 @@ TEST_F(AgentTest, ServerBundleIsValidatedAsAWholeAndKeepsTheLastGoodOne) {
   common::Policy hold;
   hold.name = "fleet-hold-64";
   hold.settings.hold_us = 64;
-  ASSERT_TRUE(agent->SetServerBundle(5, {hold}, {}).ok());
+  ASSERT_TRUE(agent->SetServerBundle(Bundle(5, {hold}, {})).ok());
   EXPECT_EQ(agent->active_bundle_version(), 5u);
   ASSERT_TRUE(agent->RunOnce().ok());
   auto s = agent->Snapshot("port-2-2");
@@ -548,7 +557,7 @@ TEST_F(AgentTest, ServerBundleIsValidatedAsAWholeAndKeepsTheLastGoodOne) {
   bad.experiment = "hold-ab";
   bad.arm = "odd";
   bad.settings.hold_us = 33;
-  const absl::Status rejected = agent->SetServerBundle(6, {other}, {bad});
+  const absl::Status rejected = agent->SetServerBundle(Bundle(6, {other}, {bad}));
   EXPECT_TRUE(absl::IsInvalidArgument(rejected));
   EXPECT_THAT(rejected.message(), HasSubstr("experiment hold-ab"));
   EXPECT_EQ(agent->active_bundle_version(), 5u);
@@ -559,7 +568,7 @@ TEST_F(AgentTest, ServerBundleIsValidatedAsAWholeAndKeepsTheLastGoodOne) {
   ExperimentAssignment arm = bad;
   arm.arm = "short";
   arm.settings.hold_us = 32;
-  ASSERT_TRUE(agent->SetServerBundle(7, {hold}, {arm}).ok());
+  ASSERT_TRUE(agent->SetServerBundle(Bundle(7, {hold}, {arm})).ok());
   ASSERT_TRUE(agent->RunOnce().ok());
   EXPECT_EQ(chip_->reg(0x6000), 0x80FF0114u);
   s = agent->Snapshot("port-2-2");
@@ -633,7 +642,7 @@ TEST_F(AgentTest, ExperimentAssignmentStopsApplyingAtItsPeriodEnd) {
   arm.arm = "medium";
   arm.settings.hold_us = 64;
   arm.period_end = absl::Now() + absl::Milliseconds(500);
-  ASSERT_TRUE(agent->SetServerBundle(1, {}, {arm}).ok());
+  ASSERT_TRUE(agent->SetServerBundle(Bundle(1, {}, {arm})).ok());
   EXPECT_TRUE(wait_for(0x80FF0214));
   // No new bundle before the period ends: back to the built-in default.
   EXPECT_TRUE(wait_for(0x80FF0114));

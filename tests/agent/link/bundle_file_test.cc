@@ -191,6 +191,21 @@ TEST(BundleFileTest, ConversionCarriesProbesAndSlots) {
   ASSERT_EQ(converted->probe_slots.count("port-2-2"), 1u);
   EXPECT_EQ(converted->probe_slots.at("port-2-2").first, "usb3-short");
   EXPECT_EQ(converted->probe_slots.at("port-2-2").second, absl::Seconds(90));
+  EXPECT_EQ(got.probe_rounds, 1u);  // unset: every window
+  EXPECT_EQ(got.probe_round, 0u);
+
+  a->set_probe_rounds(3);
+  a->set_probe_round(2);
+  converted = ServerBundleFromProto(bundle);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  EXPECT_EQ(converted->assignments[0].probe_rounds, 3u);
+  EXPECT_EQ(converted->assignments[0].probe_round, 2u);
+  a->set_probe_round(3);
+  absl::StatusOr<ServerBundle> no_turn = ServerBundleFromProto(bundle);
+  ASSERT_EQ(no_turn.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_turn.status().message(),
+              HasSubstr("assignments[0].probe_round 3 must be below probe_rounds 3"));
+  a->set_probe_round(0);
 
   a->mutable_probe()->set_parallel_streams(17);
   absl::StatusOr<ServerBundle> bad = ServerBundleFromProto(bundle);

@@ -194,5 +194,26 @@ TEST_F(NetnsTest, StalledServerIsTimeout) {
   EXPECT_THAT(r.failure_message, ::testing::HasSubstr("no result within 3s"));
 }
 
+// The agent stops while a probe runs against a server that stopped answering: Cancel ends the
+// attempt (long before its 30 s + 10 s limit) and every later attempt fails at once.
+TEST_F(NetnsTest, CancelEndsTheAttemptInProgress) {
+  ::signal(SIGPIPE, SIG_IGN);
+  IperfProbeRunner runner;
+  std::thread stopper([this, &runner] {
+    absl::SleepFor(absl::Milliseconds(500));  // the test has started
+    server_->Signal(SIGSTOP);
+    absl::SleepFor(absl::Milliseconds(500));
+    runner.Cancel();
+  });
+  ProbeResult r = runner.Run({"port-1", host_if_, Spec(common::ProbeProtocol::kTcp, 30)});
+  stopper.join();
+  server_->Signal(SIGCONT);
+  EXPECT_EQ(r.failure, ProbeFailure::kError) << r.failure_message;
+  EXPECT_EQ(r.failure_message, "cancelled: the agent is stopping");
+  EXPECT_LT(r.duration, absl::Seconds(30)) << "ended by Cancel, not by the watchdog";
+  ProbeResult later = runner.Run({"port-1", host_if_, Spec(common::ProbeProtocol::kTcp, 1)});
+  EXPECT_EQ(later.failure_message, "cancelled: the agent is stopping");
+}
+
 }  // namespace
 }  // namespace rxfleet::agent

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -180,8 +181,10 @@ class FakeRunner final : public ProbeRunner {
     }
     return r;
   }
+  void Cancel() override { cancels.fetch_add(1); }
   std::deque<ProbeFailure> outcomes;
   std::vector<ProbeRequest> requests;
+  std::atomic<int> cancels{0};
 };
 
 struct Logged {
@@ -327,6 +330,30 @@ TEST_F(SchedulerTest, ExperimentProbeOncePerWindowAfterBurnIn) {
   EXPECT_TRUE(scheduler->TakeWindowResult("port-2", "hold-ab", start + absl::Seconds(240)));
 }
 
+// More adapters share the iperf3 server than slots fit in a window: each probes only in the
+// windows of its round (window index from the Unix epoch, modulo probe_rounds).
+TEST_F(SchedulerTest, ExperimentProbeOnlyInItsRound) {
+  ExperimentAssignment a;
+  a.adapter_id = "port-2";
+  a.experiment = "hold-ab";
+  a.arm = "short";
+  a.period_start = now;  // 1'800'000'000 s = window 30'000'000 of 60 s: an even index
+  a.period_end = now + absl::Minutes(6);
+  a.window_length = absl::Seconds(60);
+  a.probe = Spec();
+  a.probe_offset = absl::Seconds(20);
+  a.probe_rounds = 3;
+  a.probe_round = 2;
+  scheduler->SetAssignments({a}, now);
+  // Index 30'000'000 is 0 modulo 3: round 2 is the window at +120 s, then +300 s.
+  ASSERT_EQ(scheduler->NextRun(), now + absl::Seconds(140));
+  const absl::Time start = now;
+  RunUntil(start + absl::Minutes(7));
+  ASSERT_EQ(runner.requests.size(), 2u);
+  EXPECT_TRUE(scheduler->TakeWindowResult("port-2", "hold-ab", start + absl::Seconds(120)));
+  EXPECT_TRUE(scheduler->TakeWindowResult("port-2", "hold-ab", start + absl::Seconds(300)));
+}
+
 TEST_F(SchedulerTest, WorkerThreadRunsDueProbes) {
   ProbeSchedulerOptions options;
   FakeRunner fake;
@@ -341,6 +368,7 @@ TEST_F(SchedulerTest, WorkerThreadRunsDueProbes) {
   EXPECT_TRUE(testing::WaitFor([&] { return threaded.Statuses().count("port-1") == 1; },
                                absl::Seconds(10)));
   threaded.Stop();
+  EXPECT_EQ(fake.cancels.load(), 1) << "Stop cancels the attempt in progress";
 }
 
 }  // namespace
