@@ -22,18 +22,24 @@ void ProbeSlotTable::Sync(const PolicySnapshot& snapshot) {
   synced_ = true;
   std::vector<common::AdapterAttributes> adapters;
   if (!probes.empty()) {
+    // Listed by (host, adapter): one capability look-up per host.
+    std::string host;
+    bool can_probe = false;
     for (const v1::Adapter& adapter : registry_->ListAdapters(false)) {
-      if (!registry_->HostHasCapability(adapter.host_id(), kProbesCapability)) continue;
-      adapters.push_back(AttributesOf(adapter));
+      if (adapter.host_id() != host || host.empty()) {
+        host = adapter.host_id();
+        can_probe = registry_->HostHasCapability(host, kProbesCapability);
+      }
+      if (can_probe) adapters.push_back(AttributesOf(adapter));
     }
   }
   plan_.Reset(probes, adapters);
   bytes_.clear();
-  std::string host;
+  std::string refreshed;
   for (const common::AdapterAttributes& adapter : adapters) {
-    if (adapter.host == host) continue;
-    host = adapter.host;
-    RefreshHostLocked(host);
+    if (adapter.host == refreshed) continue;
+    refreshed = adapter.host;
+    RefreshHostLocked(refreshed);
   }
   LogNotesLocked();
 }
