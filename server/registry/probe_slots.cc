@@ -123,13 +123,10 @@ void ProbeSlotPlan::SetHost(std::string_view host,
 }
 
 void ProbeSlotPlan::Apply(const Wants& wants, bool all) {
-  // Leavers first, so that joiners can take their numbers.
-  for (auto host = hosts_.begin(); host != hosts_.end();) {
+  // Leavers first, so that joiners can take their numbers. Only the hosts of `wants` are
+  // visited unless `all`: one host's change costs that host, not the fleet.
+  const auto leave = [&](std::map<std::string, HostMembers, std::less<>>::iterator host) {
     auto wanted = wants.find(host->first);
-    if (wanted == wants.end() && !all) {
-      ++host;
-      continue;
-    }
     for (auto member = host->second.begin(); member != host->second.end();) {
       const Want* want = nullptr;
       if (wanted != wants.end()) {
@@ -144,7 +141,14 @@ void ProbeSlotPlan::Apply(const Wants& wants, bool all) {
       groups_.at(member->second.want.server).Leave(member->second.number);
       member = host->second.erase(member);
     }
-    host = host->second.empty() ? hosts_.erase(host) : std::next(host);
+    return host->second.empty() ? hosts_.erase(host) : std::next(host);
+  };
+  if (all) {
+    for (auto host = hosts_.begin(); host != hosts_.end();) host = leave(host);
+  } else {
+    for (const auto& [host_id, host_wants] : wants) {
+      if (auto host = hosts_.find(host_id); host != hosts_.end()) leave(host);
+    }
   }
   // Joiners in (host, adapter) order (both maps are ordered).
   for (const auto& [host_id, host_wants] : wants) {

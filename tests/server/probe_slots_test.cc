@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/experiment/experiment.h"
 #include "common/probe/probe_spec.h"
 
@@ -285,6 +287,43 @@ TEST(ProbeSlotPlanTest, AnOvercommittedGroupWrapsAndIsNotedOncePerChange) {
   EXPECT_TRUE(notes[0].overlap);
   EXPECT_FALSE(notes[1].overlap);
   EXPECT_THAT(notes[1].message, HasSubstr("fit again: 5 slots of 12s in the 1m cycle"));
+}
+
+TEST(ProbeSlotPlanTest, AtFleetScaleAHostsChangeMovesOnlyThatHost) {
+  // 10,000 hosts with 4 adapters each against one server; 10 s probes weekly fit 50,400.
+  const std::vector<common::Policy> policies = {
+      ProbePolicy("weekly", "10.0.0.5", absl::Seconds(10), absl::Hours(7 * 24))};
+  std::vector<common::AdapterAttributes> adapters;
+  for (int h = 0; h < 10000; ++h) {
+    for (int a = 0; a < 4; ++a) {
+      adapters.push_back(Adapter(absl::StrFormat("host-%05d", h), absl::StrCat("port-", a)));
+    }
+  }
+  ProbeSlotPlan plan;
+  plan.Reset(policies, adapters);
+  ASSERT_THAT(plan.Groups(), SizeIs(1));
+  EXPECT_EQ(plan.Groups()[0].slots, 40000u);
+  EXPECT_FALSE(plan.Groups()[0].overcommitted());
+  const std::vector<ProbeSlotEntry> last = plan.HostSlots("host-09999");
+  ASSERT_THAT(last, SizeIs(4));
+  EXPECT_EQ(last[3].offset, absl::Seconds(39999 * 12 + 1));
+  // Every host re-reports one adapter fewer, then all four again (a reconnect storm): each
+  // change is one host's, and in the end every adapter has its number back or a free one.
+  for (int h = 0; h < 10000; ++h) {
+    const std::string host = absl::StrFormat("host-%05d", h);
+    plan.SetHost(host, {Adapter(host, "port-0"), Adapter(host, "port-1"), Adapter(host, "port-2")});
+  }
+  EXPECT_EQ(plan.Groups()[0].members, 30000u);
+  EXPECT_EQ(plan.HostSlots("host-09999"),
+            std::vector<ProbeSlotEntry>(last.begin(), last.end() - 1));
+  for (int h = 0; h < 10000; ++h) {
+    const std::string host = absl::StrFormat("host-%05d", h);
+    plan.SetHost(host, {Adapter(host, "port-0"), Adapter(host, "port-1"), Adapter(host, "port-2"),
+                        Adapter(host, "port-3")});
+  }
+  EXPECT_EQ(plan.Groups()[0].members, 40000u);
+  EXPECT_EQ(plan.Groups()[0].slots, 40000u);
+  EXPECT_EQ(plan.HostSlots("host-09999"), last);
 }
 
 }  // namespace
