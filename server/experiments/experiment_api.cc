@@ -138,8 +138,8 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
             "see rxfleet_adapter_reenumeration_loops_total)";
       } else if (e->probe &&
                  !deps_.registry->HostHasCapability(adapter.host_id(), kProbesCapability)) {
-        reason = absl::StrCat("the agent of host ", adapter.host_id(),
-                              " does not run probes (no `", kProbesCapability,
+        reason = absl::StrCat("the agent of host ", adapter.host_id(), " does not run probes (no `",
+                              kProbesCapability,
                               "` capability in its Hello) and the experiment measures probe "
                               "metrics");
       } else if (claim) {

@@ -23,9 +23,10 @@
 // With n = the highest sequence number of the group + 1 (the slots in use): when n * L <= C,
 // no two runs of the group ever overlap (every slot lies in [0, C) and every interval is a
 // multiple of C, so all runs repeat at the same places modulo C). When n * L > C the group is
-// overcommitted: runs of some members overlap whatever their offsets (the offsets wrap modulo
-// the interval, and agents retry a `busy` server twice); the plan records one note per change
-// of that state and of n, L or C while it lasts (TakeNotes), for the server's log.
+// overcommitted: the offsets wrap modulo the interval and runs of some members overlap (with
+// one interval for the group n slots cannot fit in it, whatever the offsets; agents retry a
+// `busy` server twice); the plan records one note per change of that state and of n, L or C
+// while it lasts (TakeNotes), for the server's log.
 //
 // Sticky numbers: an adapter, keyed by (host id, adapter id), keeps its number while its probe
 // targets the same server (its deciding policy may change). One that leaves the group
