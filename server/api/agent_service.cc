@@ -139,13 +139,13 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
       if (gate_.finishing()) return;
       host_id = host_id_;
     }
-    std::string assignments = AssignmentBytes(host_id);
+    std::string host_fields = HostFields(host_id);
     Outgoing item;
     item.nonce = NewNonce();
-    item.message = bundle->Message(item.nonce, assignments);
+    item.message = bundle->Message(item.nonce, host_fields);
     {
       absl::MutexLock lock(&mu_);
-      sent_assignments_ = std::move(assignments);
+      sent_host_fields_ = std::move(host_fields);
     }
     item.version = bundle->version();
     item.pushed_at = pushed_at;
@@ -421,7 +421,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
             {message.inventory().adapters().begin(), message.inventory().adapters().end()}, now,
             &refused);
         if (!refused.ok()) return refused;
-        RepushIfAssignmentsChanged(now);
+        RepushIfHostFieldsChanged(now);
         return absl::OkStatus();
       }
       case v1::AgentMessage::kAdapterUpdate: {
@@ -436,7 +436,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
             {update.removed_adapter_ids().begin(), update.removed_adapter_ids().end()}, now,
             &refused);
         if (!refused.ok()) return refused;
-        RepushIfAssignmentsChanged(now);
+        RepushIfHostFieldsChanged(now);
         return absl::OkStatus();
       }
       case v1::AgentMessage::kAck:
@@ -517,23 +517,31 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
                                    absl::StrCat("agent ", hello.agent_version(), " connected")),
                          now);
     PushConfig(service_->ConfigMessage());
+    // Labels and capabilities come with the Hello: they may move the host's probe slots.
+    service_->probe_slots_.UpdateHost(hello.host_id());
     PushBundle(service_->CurrentBundle(), now);
     return absl::OkStatus();
   }
 
-  std::string AssignmentBytes(const std::string& host_id) const {
-    if (deps_.experiments == nullptr || host_id.empty()) return "";
-    return deps_.experiments->AssignmentBytes(host_id);
+  // The host's own PolicyBundle fields: its experiment assignments (field 4), then its probe
+  // slots (field 6), serialised; empty when it has neither.
+  std::string HostFields(const std::string& host_id) const {
+    if (host_id.empty()) return "";
+    std::string fields;
+    if (deps_.experiments != nullptr) fields = deps_.experiments->AssignmentBytes(host_id);
+    fields += service_->probe_slots_.HostBytes(host_id);
+    return fields;
   }
 
-  // The host's adapters changed: if that changes its assignments, the current bundle goes out
-  // again with them (same version, fresh nonce).
-  void RepushIfAssignmentsChanged(absl::Time now) {
-    if (deps_.experiments == nullptr) return;
-    const std::string assignments = AssignmentBytes(host_id_);
+  // The host's adapters changed: if that changes its assignments or its probe slots (only this
+  // host's slots move, server/registry/probe_slots.h), the current bundle goes out again with
+  // them (same version, fresh nonce).
+  void RepushIfHostFieldsChanged(absl::Time now) {
+    service_->probe_slots_.UpdateHost(host_id_);
+    const std::string host_fields = HostFields(host_id_);
     {
       absl::MutexLock lock(&mu_);
-      if (assignments == sent_assignments_) return;
+      if (host_fields == sent_host_fields_) return;
     }
     PushBundle(service_->CurrentBundle(), now);
   }
@@ -629,7 +637,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);  // the write in flight
   uint64_t writing_version_ ABSL_GUARDED_BY(mu_) = 0;   // its bundle version, 0 for config
   std::string sent_nonce_ ABSL_GUARDED_BY(mu_);
-  std::string sent_assignments_ ABSL_GUARDED_BY(mu_);  // of the newest bundle queued
+  std::string sent_host_fields_ ABSL_GUARDED_BY(mu_);  // of the newest bundle queued
   uint64_t sent_version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time sent_pushed_at_ ABSL_GUARDED_BY(mu_);
   FinishGate gate_ ABSL_GUARDED_BY(mu_);
@@ -642,7 +650,7 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
 };
 
 AgentServiceImpl::AgentServiceImpl(AgentServiceOptions options, AgentServiceDeps deps)
-    : options_(options), deps_(deps), admission_(options_.admission) {}
+    : options_(options), deps_(deps), admission_(options_.admission), probe_slots_(deps.registry) {}
 
 AgentServiceImpl::~AgentServiceImpl() { Stop(); }
 
@@ -809,6 +817,8 @@ void AgentServiceImpl::RecordRefusal(std::string_view reason, std::string_view m
 
 std::shared_ptr<const SharedBundle> AgentServiceImpl::CurrentBundle() {
   std::shared_ptr<const PolicySnapshot> snapshot = deps_.policies->snapshot();
+  // Before any stream reads its host's slots for this version.
+  probe_slots_.Sync(*snapshot);
   absl::MutexLock lock(&bundle_mu_);
   if (bundle_ == nullptr || bundle_->version() < snapshot->bundle_version) {
     bundle_ = std::make_shared<const SharedBundle>(snapshot->Bundle(), absl::Now());

@@ -2,11 +2,11 @@
 
 // AgentService.Connect on the gRPC async API: one AgentStream per agent stream, owning its
 // outbound queue (one ServerConfig slot, one PolicyBundle slot; bundles coalesce to the
-// newest). Each host's bundle carries its adapters' experiment assignments, appended to the
-// shared body; when an inventory or update changes them, the current bundle is sent again to
-// that host. The method is registered raw (ByteBuffer in and out) so that a bundle is serialised
-// once per version and its bytes are shared by every stream (see bundle_message.h); agent
-// messages are parsed here.
+// newest). Each host's bundle carries its adapters' experiment assignments and probe slots
+// (ProbeSlotTable, server/api/probe_slot_table.h), appended to the shared body; when a Hello,
+// an inventory or an update changes them, the current bundle is sent again to that host. The method
+// is registered raw (ByteBuffer in and out) so that a bundle is serialised once per version and its
+// bytes are shared by every stream (see bundle_message.h); agent messages are parsed here.
 //
 // Transport: the streams are sharded over `completion_queues` server completion queues, each
 // drained by its own thread, so the operations pending on one queue (every idle stream keeps a
@@ -45,6 +45,7 @@
 #include "server/api/admission.h"
 #include "server/api/bundle_message.h"
 #include "server/api/log_limiter.h"
+#include "server/api/probe_slot_table.h"
 #include "server/auth/authorizer.h"
 #include "server/http/metrics.h"
 #include "server/registry/event_log.h"
@@ -187,7 +188,8 @@ class AgentServiceImpl final
   size_t pending_total_ ABSL_GUARDED_BY(pending_mu_) = 0;
   std::map<std::string, size_t> pending_ ABSL_GUARDED_BY(pending_mu_);
   LogLimiter log_;
-  Admission admission_;  // one slot per admitted AgentStream, taken in Admit, freed in Done
+  Admission admission_;         // one slot per admitted AgentStream, taken in Admit, freed in Done
+  ProbeSlotTable probe_slots_;  // synced to the policies by CurrentBundle
 
   absl::Mutex bundle_mu_;
   std::shared_ptr<const SharedBundle> bundle_ ABSL_GUARDED_BY(bundle_mu_);

@@ -1,10 +1,13 @@
 #include "server/api/bundle_limit.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/policy/resolver.h"
+#include "common/proto/time.h"
 #include "common/string_view_compat.h"
 #include "server/api/bundle_message.h"
 #include "server/api/explain.h"
@@ -29,6 +32,46 @@ HostFieldBytes AssignmentBytesOf(const std::vector<v1::Adapter>& adapters,
     }
   }
   return hosts;
+}
+
+void AddProbeSlotBytes(HostFieldBytes& hosts, const std::vector<v1::Adapter>& adapters,
+                       const std::vector<common::Policy>& policies,
+                       const std::function<bool(const std::string&)>& can_probe) {
+  if (std::none_of(policies.begin(), policies.end(),
+                   [](const common::Policy& p) { return p.probe.has_value(); })) {
+    return;
+  }
+  const common::PolicyLayer layers[] = {{common::PolicySource::kServerPolicy, &policies}};
+  std::string last_host;
+  bool last_can_probe = false;
+  for (const v1::Adapter& adapter : adapters) {
+    if (adapter.host_id() != last_host || last_host.empty()) {
+      last_host = adapter.host_id();
+      last_can_probe = can_probe(last_host);
+    }
+    if (!last_can_probe) continue;
+    std::optional<common::Resolved<common::ProbeSpec>> probe =
+        common::ResolveProbe(AttributesOf(adapter), layers);
+    if (!probe.has_value()) continue;
+    v1::ProbeSlot slot;
+    slot.set_adapter_id(adapter.metadata().name());
+    slot.set_policy(probe->provenance.name);
+    // The largest offset below the interval: its whole seconds and 999999999 ns.
+    *slot.mutable_offset() =
+        common::DurationToProto(absl::Seconds(absl::ToInt64Seconds(probe->value.interval)));
+    slot.mutable_offset()->set_nanos(999'999'999);
+    hosts[adapter.host_id()] += RepeatedEntryBytes(slot.ByteSizeLong());
+  }
+}
+
+size_t MostProbeSlotBytesAdded(const HostFieldBytes& before, const HostFieldBytes& after) {
+  size_t most = 0;
+  for (const auto& [host, bytes] : after) {
+    auto it = before.find(host);
+    const size_t was = it == before.end() ? 0 : it->second;
+    if (bytes > was) most = std::max(most, bytes - was);
+  }
+  return most;
 }
 
 size_t BodyBytesWith(const PolicySnapshot& before, const v1::Policy& policy) {

@@ -2,7 +2,8 @@
 
 // The bundle size bound at the API. Every host gets one ServerMessage per bundle: the shared
 // body (every server policy as agents receive it, server/registry/policy_set.h BundlePolicy),
-// the host's experiment assignments and the nonce (server/api/bundle_message.h). An agent
+// the host's experiment assignments and probe slots (server/api/probe_slot_table.h) and the
+// nonce (server/api/bundle_message.h). An agent
 // cannot receive a message over its limit (common::kMaxServerMessageBytes): it would reconnect
 // in a loop and never converge. So ApplyPolicy (also from PromoteExperiment) and
 // CreateExperiment compute the message size each host would get after the change and refuse
@@ -10,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -24,7 +26,8 @@
 
 namespace rxfleet::server {
 
-/// Host id -> bytes of the host's experiment assignments (PolicyBundle field 4 entries).
+/// Host id -> bytes of the host's own fields: experiment assignments and probe slots
+/// (PolicyBundle field 4 and 6 entries).
 using HostFieldBytes = std::map<std::string, size_t>;
 
 /// Adds the entry of `assignment` to the bytes of host `host_id`.
@@ -37,6 +40,20 @@ HostFieldBytes AssignmentBytesOf(const std::vector<v1::Adapter>& adapters,
                                  const ExperimentLayer* experiments,
                                  const std::vector<common::Policy>& policies,
                                  std::string_view ended = {});
+
+/// Adds the bytes of the probe slots (PolicyBundle field 6 entries) every host of `adapters`
+/// would get if the server's valid policies were `policies`: one entry for each adapter of a
+/// host that runs probes (`can_probe(host_id)`) whose probe a policy of `policies` decides
+/// (common::ResolveProbe over the server layer, as the plan, server/registry/probe_slots.h),
+/// counted with the largest offset the probe's interval allows, so exact or above by a few
+/// bytes whatever sequence numbers the plan gives.
+void AddProbeSlotBytes(HostFieldBytes& hosts, const std::vector<v1::Adapter>& adapters,
+                       const std::vector<common::Policy>& policies,
+                       const std::function<bool(const std::string&)>& can_probe);
+
+/// The most probe slot bytes (AddProbeSlotBytes) any host gains from `before` to `after`; 0
+/// when none gains.
+size_t MostProbeSlotBytesAdded(const HostFieldBytes& before, const HostFieldBytes& after);
 
 /// Bytes of the shared bundle body of `before` with policy `policy` (as an operator sent it)
 /// stored in place of the policy of that name (or added). The metadata the store assigns

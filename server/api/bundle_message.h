@@ -16,11 +16,12 @@ namespace rxfleet::server {
 /// A bundle body wrapped once, per bundle version, into a reference-counted gRPC slice, from
 /// which every stream builds its ServerMessage without copying or re-serialising the policies:
 ///
-///   ServerMessage{bundle = PolicyBundle{<shared body>, <host's assignments>, nonce}}
+///   ServerMessage{bundle = PolicyBundle{<shared body>, <host's fields>, nonce}}
 ///
 /// is encoded as three or four slices: the ServerMessage field-1 header (tag and length, a
-/// few bytes), the shared body, the host's assignments (repeated field 4, when it has any) and
-/// the PolicyBundle field-2 nonce (tag, length, bytes). Protobuf parsers
+/// few bytes), the shared body, the host's own fields (its experiment assignments, repeated
+/// field 4, and its probe slots, repeated field 6, when it has any) and the PolicyBundle
+/// field-2 nonce (tag, length, bytes). Protobuf parsers
 /// accept fields in any order, so the nonce after the body decodes as PolicyBundle.nonce.
 /// Immutable and thread-safe.
 class SharedBundle {
@@ -34,7 +35,8 @@ class SharedBundle {
 
   /// The serialised ServerMessage carrying this bundle with `nonce` (<= 64 bytes) and the
   /// host's own fields `host_fields`: serialised PolicyBundle fields (the host's experiment
-  /// assignments, field 4), placed between the shared body and the nonce; may be empty.
+  /// assignments, field 4, and probe slots, field 6), placed between the shared body and the
+  /// nonce; may be empty.
   grpc::ByteBuffer Message(std::string_view nonce, std::string_view host_fields = {}) const;
 
  private:
@@ -45,7 +47,7 @@ class SharedBundle {
 };
 
 /// Bytes of one entry of a repeated message field numbered 1..15 (PolicyBundle.policies,
-/// .assignments) holding a message of `message_bytes`: tag, length and the message.
+/// .assignments, .probe_slots) holding a message of `message_bytes`: tag, length and the message.
 size_t RepeatedEntryBytes(size_t message_bytes);
 
 /// Bytes of SharedBundle::Message() for a body of `body_bytes` and host fields of

@@ -21,6 +21,7 @@
 #include "server/api/family_guard.h"
 #include "server/api/metadata_bounds.h"
 #include "server/api/paging.h"
+#include "server/experiments/controller.h"
 #include "server/registry/audit_event.h"
 
 namespace rxfleet::server {
@@ -298,10 +299,21 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
       existing == before->policies.end() ? "" : existing->second.metadata().resource_version();
   const std::vector<common::Policy> after = Replaced(before->valid, name, &*converted);
   const size_t body_bytes = BodyBytesWith(*before, to_store);
+  // A probe policy also gives the adapters it decides probe slots (host fields): the change
+  // adds the body's growth and the most slot bytes any host gains.
+  const auto can_probe = [this](const std::string& host) {
+    return deps_.registry->HostHasCapability(host, kProbesCapability);
+  };
+  HostFieldBytes slots_before;
+  AddProbeSlotBytes(slots_before, adapters, before->valid, can_probe);
+  HostFieldBytes host_bytes = AssignmentBytesOf(adapters, experiments_, after, ended);
+  HostFieldBytes slots_after;
+  AddProbeSlotBytes(slots_after, adapters, after, can_probe);
+  for (const auto& [host, bytes] : slots_after) host_bytes[host] += bytes;
   if (absl::Status too_big = CheckBundleFits(
-          absl::StrCat("policy '", name, "'"), body_bytes,
-          AssignmentBytesOf(adapters, experiments_, after, ended),
-          static_cast<int64_t>(body_bytes) - static_cast<int64_t>(before->Bundle()->bytes.size()),
+          absl::StrCat("policy '", name, "'"), body_bytes, host_bytes,
+          static_cast<int64_t>(body_bytes) - static_cast<int64_t>(before->Bundle()->bytes.size()) +
+              static_cast<int64_t>(MostProbeSlotBytesAdded(slots_before, slots_after)),
           deps_.max_bundle_bytes);
       !too_big.ok()) {
     Audit(caller, "ApplyPolicy", name, old_version, "", request.dry_run(), too_big);

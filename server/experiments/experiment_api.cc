@@ -138,8 +138,8 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
             "see rxfleet_adapter_reenumeration_loops_total)";
       } else if (e->probe &&
                  !deps_.registry->HostHasCapability(adapter.host_id(), kProbesCapability)) {
-        reason = absl::StrCat("the agent of host ", adapter.host_id(),
-                              " does not run probes (no `", kProbesCapability,
+        reason = absl::StrCat("the agent of host ", adapter.host_id(), " does not run probes (no `",
+                              kProbesCapability,
                               "` capability in its Hello) and the experiment measures probe "
                               "metrics");
       } else if (claim) {
@@ -169,6 +169,11 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
         ineligible->set_reason(std::move(reason));
       }
     }
+    // The hosts' probe slots stay as they are (experiments do not decide policy probes).
+    AddProbeSlotBytes(host_bytes, deps_.registry->ListAdapters(false), policies->valid,
+                      [this](const std::string& host) {
+                        return deps_.registry->HostHasCapability(host, kProbesCapability);
+                      });
     size_t most_added = 0;
     for (const auto& [host, bytes] : added_bytes) most_added = std::max(most_added, bytes);
     if (absl::Status too_big = CheckBundleFits(

@@ -199,6 +199,56 @@ TEST(BundleBoundsTest, AnExperimentWhoseAssignmentsWouldOverflowAHostsBundleIsRe
             grpc::StatusCode::NOT_FOUND);
 }
 
+TEST(BundleBoundsTest, APolicyWhoseProbeSlotsWouldOverflowAHostsBundleIsRefused) {
+  std::unique_ptr<TestServer> server = SmallBundleServer();
+  ASSERT_NE(server, nullptr);
+  // h1 runs probes (Hello capability `probes`), h2 does not; 60 adapters each.
+  TestAgent prober(server->address());
+  TestAgent other(server->address());
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_host_id("h1");
+  hello.mutable_hello()->set_agent_version("test");
+  hello.mutable_hello()->add_capabilities("probes");
+  v1::AgentMessage inventory;
+  std::vector<v1::Adapter> adapters;
+  for (int i = 0; i < 60; ++i) {
+    adapters.push_back(ReportedAdapter(absl::StrCat("port-2-", i), v1::USB_SPEED_SUPER, 1024));
+    *inventory.mutable_inventory()->add_adapters() = adapters.back();
+  }
+  ASSERT_TRUE(prober.Send(hello) && prober.Send(inventory));
+  ASSERT_TRUE(other.Connect("h2", adapters));
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> h1 = server->GetHost("h1");
+    absl::StatusOr<v1::Host> h2 = server->GetHost("h2");
+    return h1.ok() && h1->status().adapter_count() == 60 && h2.ok() &&
+           h2->status().adapter_count() == 60;
+  }));
+  // Fill the bundle, then free about 3.3 KB.
+  int stored = 0;
+  ASSERT_EQ(FillUntilRefused(*server, &stored).code(), absl::StatusCode::kFailedPrecondition);
+  for (int i = 0; i < 3; ++i) {
+    v1::DeletePolicyRequest del;
+    del.set_name(absl::StrCat("f", i));
+    v1::DeletePolicyResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(server->fleet().DeletePolicy(Deadline(&context), del, &response).ok());
+  }
+  // A small policy whose probe gives each of h1's 60 adapters a slot of about 90 bytes (its
+  // long name is in every slot): the body fits, h1's slots do not.
+  v1::Policy probe;
+  probe.mutable_metadata()->set_name(std::string(60, 'p'));
+  probe.mutable_spec()->mutable_probe()->set_server("10.0.0.5");
+  absl::StatusOr<v1::ApplyPolicyResponse> refused = Apply(*server, probe, /*dry_run=*/true);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("would make the bundle agents receive"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("(host h1)"));
+  // Without its probe (no slots) the same policy fits.
+  probe.mutable_spec()->clear_probe();
+  probe.mutable_spec()->mutable_settings()->set_hold_us(1024);
+  (*probe.mutable_spec()->mutable_selector()->mutable_match_labels())["board"] = "none";
+  EXPECT_TRUE(Apply(*server, probe, /*dry_run=*/true).ok());
+}
+
 TEST(MetadataBoundsTest, PolicyAnnotationsAndLabelsAreBounded) {
   std::unique_ptr<TestServer> server = TestServer::Start();
   ASSERT_NE(server, nullptr);
