@@ -41,9 +41,11 @@ v1::Experiment ProbeExperiment() {
   v1::ExperimentArm* control = spec->add_arms();
   control->set_name("control");
   control->mutable_settings()->set_hold_us(1024);
+  control->set_weight(1);
   v1::ExperimentArm* shorter = spec->add_arms();
   shorter->set_name("short");
   shorter->mutable_settings()->set_hold_us(32);
+  shorter->set_weight(1);
   spec->set_control_arm("control");
   spec->set_design(v1::EXPERIMENT_DESIGN_SWITCHBACK);
   spec->mutable_duration()->set_seconds(3600);
