@@ -324,6 +324,11 @@ std::map<std::string, AdapterRegisterState> Agent::RegisterStates() const {
   return states;
 }
 
+std::string Agent::metrics_bound_address() const {
+  absl::MutexLock lock(&mu_);
+  return metrics_bound_;
+}
+
 void Agent::SetServerLinkStatus(v1::ServerLinkStatus status) {
   absl::MutexLock lock(&mu_);
   link_status_ = std::move(status);

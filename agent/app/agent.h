@@ -162,6 +162,10 @@ class Agent {
   /// Counts a server bundle applied but not saved (rxfleet_agent_bundle_persist_failures_total).
   void CountBundlePersistFailure();
 
+  /// The bound HOST:PORT of the Prometheus endpoint ("127.0.0.1:9477", "[::1]:40123"); empty
+  /// before Run() bound it, when disabled, or when binding failed. Any thread.
+  std::string metrics_bound_address() const;
+
   /// Server link state for the status answer (default: standalone, no server link).
   void SetServerLinkStatus(v1::ServerLinkStatus status);
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "agent/experiments/metric_window_proto.h"
 #include "agent/status/adapter_proto.h"
 #include "common/proto/time.h"
@@ -33,8 +34,11 @@ v1::Hello AgentHello(const Agent& agent) {
     hello.add_capabilities(capability);
   }
   const HostFacts& facts = agent.host_facts();
-  if (!agent.options().metrics_address.empty()) {
-    hello.set_metrics_address(ReachableAddress(agent.options().metrics_address, facts.hostname));
+  // The configured address until the endpoint is bound (then AgentLinkBinding announces the
+  // bound one); an ephemeral port ("HOST:0") is nothing a scraper can use.
+  const std::string& configured = agent.options().metrics_address;
+  if (!configured.empty() && !absl::EndsWith(configured, ":0")) {
+    hello.set_metrics_address(ReachableAddress(configured, facts.hostname));
   }
   HostFactsToProto(facts, hello.mutable_host_info());
   return hello;
@@ -48,6 +52,11 @@ absl::StatusOr<std::unique_ptr<AgentLinkBinding>> AgentLinkBinding::Create(
   options.tls = std::move(tls);
   options.state_dir = agent->options().state_dir;
   options.hello = AgentHello(*agent);
+  options.metrics_address = [agent, hello = options.hello] {
+    const std::string bound = agent->metrics_bound_address();
+    return bound.empty() ? hello.metrics_address()
+                         : ReachableAddress(bound, agent->host_facts().hostname);
+  };
   options.log = std::move(log);
   options.on_status = [agent](const v1::ServerLinkStatus& status) {
     agent->SetServerLinkStatus(status);

@@ -281,6 +281,9 @@ grpc::Status ServerLink::RunStream() {
       grpc::CreateCustomChannel(options_.server_address, credentials, args);
   std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
   grpc::ClientContext context;
+  // Outside the lock: the provider takes the agent's lock, which calls into the link.
+  std::optional<std::string> metrics_address;
+  if (options_.metrics_address) metrics_address = options_.metrics_address();
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return grpc::Status(grpc::StatusCode::CANCELLED, "stopping");
@@ -290,6 +293,7 @@ grpc::Status ServerLink::RunStream() {
     removed_.clear();
     v1::AgentMessage hello;
     *hello.mutable_hello() = options_.hello;
+    if (metrics_address.has_value()) hello.mutable_hello()->set_metrics_address(*metrics_address);
     hello.mutable_hello()->set_last_good_version(status_.active_bundle_version());
     hello.mutable_hello()->set_instance_id(instance_id_);
     control_.push_back(std::move(hello));

@@ -79,6 +79,10 @@ struct ServerLinkOptions {
   /// Hello fields: host_id (required), labels, agent_version, capabilities, metrics_address,
   /// host_info. last_good_version and instance_id are filled by the link.
   v1::Hello hello;
+  /// The Prometheus endpoint to announce (Hello.metrics_address), asked before every connect:
+  /// the bound HOST:PORT once the endpoint listens (an ephemeral port is known only then), ""
+  /// for none. Unset: hello.metrics_address as given. Must not call into the link.
+  std::function<std::string()> metrics_address;
   /// Reconnect backoff before jitter.
   BackoffPolicy backoff = {absl::Seconds(1), absl::Seconds(60), 2.0};
   /// HTTP/2 keepalive pings without data, and how long to wait for their ACK.

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,8 +83,10 @@ class ServerLinkTest : public ::testing::Test {
   std::unique_ptr<ServerLink> MakeLink(const std::string& address, const std::string& host_id,
                                        FakeSink* sink,
                                        absl::Duration keepalive = kAgentKeepaliveTime,
-                                       absl::Duration keepalive_timeout = kAgentKeepaliveTimeout) {
+                                       absl::Duration keepalive_timeout = kAgentKeepaliveTimeout,
+                                       std::function<std::string()> metrics_address = nullptr) {
     ServerLinkOptions options;
+    options.metrics_address = std::move(metrics_address);
     options.server_address = address;
     options.state_dir = state_.File(host_id);
     options.hello.set_host_id(host_id);
@@ -123,6 +126,24 @@ v1::PolicyBundle Hold1024Bundle(uint64_t version) {
   policy->mutable_metadata()->set_name("usb2-long");
   policy->mutable_spec()->mutable_settings()->set_hold_us(1024);
   return bundle;
+}
+
+// An agent started with `--metrics-address 127.0.0.1:0` once announced port 0, which the
+// server refuses (the whole stream, over and over); the Hello now carries what the provider
+// says at connect time: the bound endpoint.
+TEST_F(ServerLinkTest, HelloAnnouncesTheBoundMetricsEndpoint) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link =
+      MakeLink(server->address(), "h1", &sink, kAgentKeepaliveTime, kAgentKeepaliveTimeout,
+               [] { return std::string("127.0.0.1:40123"); });
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> host = server->GetHost("h1");
+    return host.ok() && host->status().connected();
+  })) << Log();
+  EXPECT_EQ(server->GetHost("h1")->status().metrics_address(), "127.0.0.1:40123");
 }
 
 TEST_F(ServerLinkTest, HelloInventoryAndTheFirstBundleAreAcked) {

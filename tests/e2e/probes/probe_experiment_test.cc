@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -31,6 +32,7 @@
 #include "common/proto/experiment.h"
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
+#include "tests/agent/telemetry/telemetry_support.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 #include "tests/support/veth_fleet.h"
@@ -176,7 +178,7 @@ class ProbeExperimentTest : public ::testing::Test {
                              "--status-socket",
                              "none",
                              "--metrics-address",
-                             "none",
+                             "127.0.0.1:0",
                              "--probe-target",
                              "none",
                              "--reconcile-period",
@@ -184,6 +186,30 @@ class ProbeExperimentTest : public ::testing::Test {
                             {"TMPDIR=" + (home / "tmp").string()});
     ASSERT_TRUE(agent.ok()) << agent.status();
     agent_ = *std::move(agent);
+    absl::StatusOr<std::string> endpoint = agent_->WaitForLineContaining(
+        Stream::kStderr, "metrics endpoint on http://", absl::Seconds(30));
+    ASSERT_TRUE(endpoint.ok()) << agent_->Text(Stream::kStderr);
+    metrics_port_ = std::stoi(endpoint->substr(endpoint->rfind(':') + 1));
+  }
+
+  std::vector<agent::telemetry::Sample> Scrape() const {
+    auto response = agent::telemetry::HttpGet(metrics_port_, "/metrics");
+    if (!response.ok()) return {};
+    auto samples = agent::telemetry::ParseExposition(response->body);
+    return samples.ok() ? *samples : std::vector<agent::telemetry::Sample>{};
+  }
+
+  // Waits for the host's stream with the `probes` capability; false (with a skip) without it.
+  bool ConnectedWithProbes() {
+    if (!WaitFor([&] { return Host().has_value() && Host()->status().connected(); },
+                 absl::Seconds(60))) {
+      ADD_FAILURE() << "the host never connected\n" << Logs();
+      return false;
+    }
+    const std::optional<v1::Host> host = Host();
+    if (!host.has_value()) return false;
+    const auto& capabilities = host->status().capabilities();
+    return std::find(capabilities.begin(), capabilities.end(), "probes") != capabilities.end();
   }
 
   void TearDown() override {
@@ -243,6 +269,7 @@ class ProbeExperimentTest : public ::testing::Test {
   std::unique_ptr<v1::FleetService::Stub> fleet_service_;
   std::unique_ptr<ChildProcess> agent_;
   std::string state_file_;
+  int metrics_port_ = 0;
 };
 
 TEST_F(ProbeExperimentTest, ProbesAloneGiveAConclusiveReportOnAnIdleFleet) {
@@ -323,6 +350,73 @@ TEST_F(ProbeExperimentTest, ProbesAloneGiveAConclusiveReportOnAnIdleFleet) {
     }
     EXPECT_THAT(rates, ::testing::IsSupersetOf({61'300'000u, 100'200'000u})) << device.at("name");
   }
+}
+
+// A server policy with a probe, four adapters whose iperf3 servers share one address (one
+// iperf3 server as far as the server can tell): the server gives each its own slot of the
+// minute (PolicyBundle.probe_slots), and the agent runs each probe in its slot.
+TEST_F(ProbeExperimentTest, ServerPolicyProbesAreStaggeredAcrossAdapters) {
+  if (!ConnectedWithProbes()) {
+    GTEST_SKIP() << "the agent does not announce the `probes` capability";
+  }
+  constexpr absl::Duration kDuration = absl::Seconds(2);
+  v1::ApplyPolicyRequest apply;
+  v1::Policy* policy = apply.mutable_policy();
+  policy->mutable_metadata()->set_name("minutely-probe");
+  policy->mutable_spec()->mutable_selector()->add_chips("rtl8922au");
+  v1::ProbeSpec* probe = policy->mutable_spec()->mutable_probe();
+  probe->set_server(fleet_->server_address());
+  probe->mutable_duration()->set_seconds(absl::ToInt64Seconds(kDuration));
+  probe->mutable_interval()->set_seconds(60);
+  {
+    v1::ApplyPolicyResponse applied;
+    grpc::ClientContext context;
+    const grpc::Status status =
+        fleet_service_->ApplyPolicy(WithDeadline(&context), apply, &applied);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  // Every adapter runs once within its first minute; wait for all four.
+  std::vector<agent::telemetry::Sample> samples;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        samples = Scrape();
+        int ok = 0;
+        for (const agent::telemetry::Sample& sample : samples) {
+          if (sample.name == "rxfleet_probe_runs_total" && sample.labels.at("result") == "ok" &&
+              sample.value >= 1) {
+            ++ok;
+          }
+        }
+        return ok == kAdapters;
+      },
+      absl::Seconds(150)))
+      << Logs();
+
+  // Ends modulo the minute: slots of duration + 2 s, so ends at least 3 s apart.
+  std::vector<double> ends;
+  for (const agent::telemetry::Sample& sample : samples) {
+    if (sample.name == "rxfleet_probe_last_run_timestamp_seconds") {
+      ends.push_back(std::fmod(sample.value, 60.0));
+    }
+    if (sample.name == "rxfleet_probe_failures_total") {
+      EXPECT_EQ(sample.value, 0) << "no probe may meet another at the iperf3 server: "
+                                 << sample.labels.at("adapter") << " "
+                                 << sample.labels.at("reason");
+    }
+  }
+  ASSERT_EQ(ends.size(), static_cast<size_t>(kAdapters));
+  // The server's slots (docs/SERVER.md, "Probe slots"): slot j starts at j * (2 s + 2 s) + 1 s
+  // into the minute, so run j ends about 2 s later (plus iperf3's set-up and teardown). The
+  // agent's own stable offsets, without slots, would be spread over the whole minute.
+  std::sort(ends.begin(), ends.end());
+  for (size_t j = 0; j < ends.size(); ++j) {
+    const double slot_end = 1.0 + 4.0 * static_cast<double>(j) + 2.0;
+    EXPECT_GE(ends[j], slot_end) << "run " << j;
+    EXPECT_LT(ends[j], slot_end + 2.0) << "run " << j;
+  }
+  const std::string logs = agent_->Text(Stream::kStderr);
+  EXPECT_THAT(logs, ::testing::Not(::testing::HasSubstr(": busy: "))) << logs;
 }
 
 }  // namespace
