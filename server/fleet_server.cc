@@ -380,6 +380,7 @@ void FleetServer::Shutdown(absl::Duration timeout, absl::Duration agent_spread) 
       health != nullptr) {
     health->SetServingStatus(false);
   }
+  if (http_ != nullptr) http_->SetServing(false);
   agent_service_->Shutdown(agent_spread);
   fleet_service_->Shutdown();
   grpc_server_->Shutdown(absl::ToChronoTime(deadline));

@@ -274,12 +274,13 @@ void Agent::CountBundlePersistFailure() {
 }
 
 void Agent::DeliverMetricWindow(ExperimentWindow window) {
-  // Under the lock, so a sink being replaced (SetMetricWindowSink(nullptr)) is not called
-  // afterwards. The sink only queues.
+  // The window's experiment probe, if one ran in it.
   if (probes_) {
     window.probe = probes_->TakeWindowResult(window.window.adapter_id, window.experiment,
                                              window.window.start_time);
   }
+  // Under the lock, so a sink being replaced (SetMetricWindowSink(nullptr)) is not called
+  // afterwards. The sink only queues.
   absl::MutexLock lock(&mu_);
   if (window_sink_) window_sink_(std::move(window));
 }

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "CivetServer.h"
@@ -21,6 +23,7 @@ namespace rxfleet::server {
 namespace {
 
 constexpr char kHealthBody[] = "ok\n";
+constexpr char kDrainingBody[] = "draining\n";
 
 // civetweb's begin_request hook is a plain function and the Exposer does not expose its
 // civetweb context, so the hook finds the service discovery source by the port the request
@@ -29,6 +32,12 @@ absl::Mutex sources_mu(absl::kConstInit);
 std::map<int, HttpServer::SdSource>& Sources() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sources_mu) {
   static auto* sources = new std::map<int, HttpServer::SdSource>();
   return *sources;
+}
+
+// Ports of HttpServers whose process is draining (SetServing(false)): their /healthz says so.
+std::set<int>& DrainingPorts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sources_mu) {
+  static auto* ports = new std::set<int>();
+  return *ports;
 }
 
 void Reply(mg_connection* conn, bool head, const char* type, const std::string& body) {
@@ -43,8 +52,24 @@ int BeginRequest(mg_connection* conn) {
   const bool head =
       info->request_method != nullptr && std::strcmp(info->request_method, "HEAD") == 0;
   if (std::strcmp(info->local_uri, "/healthz") == 0) {
-    Reply(conn, head, "text/plain; charset=utf-8", kHealthBody);
-    return 200;
+    bool draining = false;
+    {
+      absl::MutexLock lock(&sources_mu);
+      draining = DrainingPorts().count(info->server_port) > 0;
+    }
+    if (!draining) {
+      Reply(conn, head, "text/plain; charset=utf-8", kHealthBody);
+      return 200;
+    }
+    // 503 while draining, so HTTP health checks take the replica out before it stops.
+    mg_response_header_start(conn, 503);
+    mg_response_header_add(conn, "Content-Type", "text/plain; charset=utf-8", -1);
+    mg_response_header_add(conn, "Content-Length",
+                           std::to_string(sizeof(kDrainingBody) - 1).c_str(), -1);
+    mg_response_header_add(conn, "Connection", "close", -1);
+    mg_response_header_send(conn);
+    if (!head) mg_write(conn, kDrainingBody, sizeof(kDrainingBody) - 1);
+    return 503;
   }
   if (std::strcmp(info->local_uri, "/sd/agents") == 0) {
     HttpServer::SdSource source;
@@ -144,10 +169,20 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   return server;
 }
 
+void HttpServer::SetServing(bool serving) {
+  absl::MutexLock lock(&sources_mu);
+  if (serving) {
+    DrainingPorts().erase(port_);
+  } else {
+    DrainingPorts().insert(port_);
+  }
+}
+
 HttpServer::~HttpServer() {
   {
     absl::MutexLock lock(&sources_mu);
     Sources().erase(port_);
+    DrainingPorts().erase(port_);
   }
   exposer_.reset();
 }

@@ -67,6 +67,10 @@ class HttpServer {
 
   /// The bound port (the real one when 0 was asked for).
   int port() const { return port_; }
+  /// /healthz answers `200 ok` while serving (the default) and `503 draining` after
+  /// SetServing(false) (the server's drain, like the gRPC health service's NOT_SERVING).
+  /// Any thread.
+  void SetServing(bool serving);
 
  private:
   HttpServer() = default;

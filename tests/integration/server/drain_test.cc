@@ -78,18 +78,32 @@ class ServerProcess {
                                      "--db",
                                      db_,
                                      "--http-listen",
-                                     "none",
+                                     "127.0.0.1:0",
                                      "--push-debounce",
                                      "20ms"};
     argv.insert(argv.end(), flags_.begin(), flags_.end());
     absl::StatusOr<StartedServer> started = StartServerProcess(argv);
     if (!started.ok() || started->port <= 0) return false;
     port_ = started->port;
+    http_port_ = ::rxfleet::testing::NumberAfter(started->start_line, "HTTP on port ");
     child_ = std::move(started->child);
     return true;
   }
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  // GET /healthz on the HTTP endpoint: "STATUS BODY", e.g. "200 ok".
+  std::string Healthz() const {
+    ::rxfleet::testing::ProcessResult curl =
+        ::rxfleet::testing::RunProcess({"curl", "-s", "-w", " %{http_code}",
+                                        absl::StrCat("http://127.0.0.1:", http_port_, "/healthz")},
+                                       absl::Seconds(30));
+    const std::string out = curl.stdout_text;  // "BODY\n STATUS"
+    const size_t space = out.rfind(' ');
+    if (space == std::string::npos) return out;
+    std::string body = out.substr(0, space);
+    while (!body.empty() && body.back() == '\n') body.pop_back();
+    return out.substr(space + 1) + " " + body;
+  }
   ChildProcess& child() { return *child_; }
   std::string log() const { return child_ != nullptr ? child_->Text(Stream::kStderr) : ""; }
 
@@ -97,6 +111,7 @@ class ServerProcess {
   const std::string db_;
   const std::vector<std::string> flags_;
   int port_ = 0;
+  int http_port_ = 0;
   std::unique_ptr<ChildProcess> child_;
 };
 
@@ -237,6 +252,7 @@ TEST(DrainTest, HealthIsServingThenNotServingWhileDraining) {
     ASSERT_TRUE(status.ok()) << service << ": " << status.status();
     EXPECT_EQ(*status, HealthCheckResponse::SERVING) << service;
   }
+  EXPECT_EQ(server.Healthz(), "200 ok");
   absl::StatusOr<HealthCheckResponse::ServingStatus> unknown =
       Check(server.address(), "rxfleet.v1.NoSuchService");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
@@ -277,6 +293,8 @@ TEST(DrainTest, HealthIsServingThenNotServingWhileDraining) {
     ASSERT_TRUE(status.ok()) << service << ": " << status.status() << "\n" << server.log();
     EXPECT_EQ(*status, HealthCheckResponse::NOT_SERVING) << service;
   }
+  // The HTTP health check too: load balancers using `option httpchk` take the replica out.
+  EXPECT_EQ(server.Healthz(), "503 draining") << server.log();
   watch_context.TryCancel();
   watch->Finish().IgnoreError();
 
