@@ -16,14 +16,11 @@
 #include "common/host_labels.h"
 #include "common/proto/time.h"
 #include "common/service_notifier.h"
-#include "common/string_view_compat.h"
 #include "common/validation.h"
 #include "rxfleet/version.h"
 
 namespace rxfleet::agent {
 namespace {
-
-using common::ToAbslView;
 
 std::string PolicyNames(const std::vector<common::Policy>& policies) {
   std::vector<std::string> names;
@@ -319,8 +316,9 @@ std::map<std::string, AdapterRegisterState> Agent::RegisterStates() const {
     AdapterRegisterState& state = states[s.id];
     state.present = s.present && s.phase != AdapterPhase::kGone;
     state.verified = s.phase == AdapterPhase::kApplied;
-    if (s.observed_reg0 && s.layout)
+    if (s.observed_reg0 && s.layout) {
       state.fields = common::DecodeRxAgg(*s.layout, *s.observed_reg0);
+    }
   }
   return states;
 }

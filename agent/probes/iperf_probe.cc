@@ -121,6 +121,7 @@ ProbeResult IperfProbeRunner::Run(const ProbeRequest& request) {
   std::vector<std::string> args =
       IperfClientArguments(request.spec, *address, request.netdev, options_);
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
 
