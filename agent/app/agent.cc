@@ -297,13 +297,22 @@ void Agent::UpdatePolicyProbes() {
       }
     }
   }
+  std::set<std::string> probing = experiment_probed;
   for (const AdapterSnapshot& s : manager_->Snapshots()) {
-    if (!s.present || !s.probe.has_value() || experiment_probed.count(s.id) > 0) continue;
+    if (!s.present || !s.probe.has_value()) continue;
+    probing.insert(s.id);
+    if (experiment_probed.count(s.id) > 0) continue;
     PolicyProbe& probe = wanted[s.id];
     probe.policy = s.probe->provenance.name;
     probe.spec = s.probe->value;
     probe.slot_offset = policies->ProbeSlot(s.id, probe.policy);
   }
+  // An adapter that stopped probing loses its series: a last `unreachable` state must not
+  // keep an alert firing for a probe nobody runs any more.
+  for (const std::string& id : probing_) {
+    if (probing.count(id) == 0) telemetry_->RemoveProbeSeries(id);
+  }
+  probing_ = std::move(probing);
   if (wanted == policy_probes_) return;
   policy_probes_ = wanted;
   probes_->SetPolicyProbes(std::move(wanted), absl::Now());

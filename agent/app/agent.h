@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -203,6 +204,8 @@ class Agent {
 
   // Loop thread only.
   std::map<std::string, PolicyProbe> policy_probes_;
+  // Adapters with a policy or experiment probe at the last UpdatePolicyProbes.
+  std::set<std::string> probing_;
   std::string local_fingerprint_;
   std::string logged_policy_error_;
 

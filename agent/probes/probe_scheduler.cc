@@ -185,7 +185,35 @@ std::optional<absl::Time> ProbeScheduler::NextRun() const {
   return next;
 }
 
-std::optional<ProbeScheduler::Job> ProbeScheduler::TakeDue(absl::Time now) {
+std::optional<ProbeScheduler::Job> ProbeScheduler::TakeDue(absl::Time now,
+                                                           std::vector<std::string>* skipped) {
+  // Late first attempts: to their next slot (policy) or the next window of their turn.
+  auto late = [&](const Job& job) {
+    return !job.running && job.attempts == 0 && now - job.due > options_.late_start;
+  };
+  auto note = [&](const Job& job) {
+    skipped->push_back(absl::StrFormat(
+        "probe %s -> %s: slot at %s skipped: the host's previous probe ran %s past it (starting "
+        "now would run into the next slot at the iperf3 server)",
+        job.adapter_id, common::ProbeServerAddress(job.spec),
+        absl::FormatTime("%H:%M:%S", job.due, absl::UTCTimeZone()),
+        absl::FormatDuration(absl::Trunc(now - job.due, absl::Milliseconds(100)))));
+  };
+  for (auto& [id, entry] : policies_) {
+    if (!late(entry.job)) continue;
+    note(entry.job);
+    entry.job.due = NextSlot(now, entry.probe.spec.interval, entry.offset);
+  }
+  for (auto& [key, entry] : windows_) {
+    if (!entry.scheduled || !late(entry.job)) continue;
+    note(entry.job);
+    std::optional<Job> next = NextWindowJob(entry.assignment, entry.job.window_end);
+    entry.scheduled = next.has_value();
+    if (next.has_value()) {
+      next->entry_id = entry.job.entry_id;
+      entry.job = *std::move(next);
+    }
+  }
   Job* best = nullptr;
   auto consider = [&best, now](Job& job) {
     if (job.running || job.due > now) return;
@@ -218,10 +246,14 @@ int ProbeScheduler::RunDueWithClock(const std::function<absl::Time()>& clock) {
   int ran = 0;
   for (;;) {
     std::optional<Job> job;
+    std::vector<std::string> skipped;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return ran;
-      job = TakeDue(clock());
+      job = TakeDue(clock(), &skipped);
+    }
+    if (options_.log) {
+      for (const std::string& line : skipped) options_.log(common::LogLevel::kWarning, line);
     }
     if (!job.has_value()) return ran;
     ProbeRequest request;
@@ -244,6 +276,7 @@ void ProbeScheduler::Complete(Job job, ProbeResult result, absl::Time now) {
   result.attempts = job.attempts;
   result.start_time = job.first_start;
   bool final_result = true;
+  bool live = false;  // the job's entry is still scheduled (not removed or replaced)
   {
     absl::MutexLock lock(&mu_);
     Job* current = nullptr;
@@ -258,6 +291,7 @@ void ProbeScheduler::Complete(Job job, ProbeResult result, absl::Time now) {
         current = &it->second.job;
       }
     }
+    live = current != nullptr;
     const bool retry = !result.ok && result.failure == ProbeFailure::kBusy &&
                        job.attempts <= options_.busy_backoff.size() && current != nullptr;
     if (retry) {
@@ -302,7 +336,9 @@ void ProbeScheduler::Complete(Job job, ProbeResult result, absl::Time now) {
   }
   if (!final_result) return;
   RecordState(job, result);
-  if (options_.on_result) options_.on_result(job.adapter_id, job.origin, result);
+  // A probe removed or replaced while it ran is not reported: the agent may already have
+  // dropped the adapter's probe series.
+  if (live && options_.on_result) options_.on_result(job.adapter_id, job.origin, result);
 }
 
 void ProbeScheduler::RecordState(const Job& job, const ProbeResult& result) {

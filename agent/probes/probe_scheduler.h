@@ -70,9 +70,15 @@ struct ProbeSchedulerOptions {
   std::function<double()> random;
   /// The adapter's netdev now ("" if it has none); called before each attempt.
   std::function<std::string(const std::string& adapter_id)> netdev_of;
-  /// Every final result (after retries), on the thread that ran it; must not block long.
+  /// Every final result (after retries) of a probe still scheduled when it ended, on the
+  /// thread that ran it; must not block long.
   std::function<void(const std::string& adapter_id, ProbeOrigin origin, const ProbeResult& result)>
       on_result;
+  /// A first attempt that cannot start within this of its slot (the previous probe of this
+  /// host ran past it) is skipped to the next slot or window, with one log line: starting late
+  /// would run into the next adapter's slot at the iperf3 server. Half the server's slot
+  /// margin (kProbeSlotMargin / 2). >= 0.
+  absl::Duration late_start = absl::Seconds(1);
   /// Default window length for assignments without one (the agent's --metric-window). > 0.
   absl::Duration default_window_length = absl::Seconds(60);
   /// The state-change lines ("probe port-2-1 -> 10.0.0.5:5201: unreachable: ...").
@@ -173,8 +179,11 @@ class ProbeScheduler {
   std::optional<Job> NextWindowJob(const ExperimentAssignment& a, absl::Time from) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Duration WindowLength(const ExperimentAssignment& a) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Takes the earliest due job (marking it running); nullopt if none is due.
-  std::optional<Job> TakeDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the earliest due job (marking it running); nullopt if none is due. First attempts
+  // more than options_.late_start past their slot are moved to their next slot instead, their
+  // log lines appended to `skipped`.
+  std::optional<Job> TakeDue(absl::Time now, std::vector<std::string>* skipped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts the job back for a retry, or records the final result and schedules the next run.
   void Complete(Job job, ProbeResult result, absl::Time now);
   void RecordState(const Job& job, const ProbeResult& result);

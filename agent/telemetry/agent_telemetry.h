@@ -92,6 +92,8 @@ class AgentTelemetry : public AdapterObserver {
   void RecordProbe(const std::string& adapter_id, const ProbeResult& result) {
     probe_metrics_.Record(adapter_id, result);
   }
+  /// Deletes the adapter's rxfleet_probe_* series (it no longer probes). Any thread.
+  void RemoveProbeSeries(const std::string& adapter_id) { probe_metrics_.Remove(adapter_id); }
 
   /// Wall-clock time the next experiment window ends; nullopt without open windows.
   std::optional<absl::Time> NextExperimentEdge() const;

@@ -70,7 +70,7 @@ struct Selector {
 ///       enable: true
 ///       forceEnable: true        # only with enable: true
 ///     probe:                     # optional, opt-in active iperf3 probe (probe_spec.h ranges)
-///       server: iperf.lab:5201   # required; host, host:port, [v6]:port
+///       server: iperf.lab:5201   # required; host or host:port (IPv4 address or name)
 ///       protocol: tcp            # tcp (default) or udp
 ///       direction: reverse       # reverse (default, download) or forward (upload)
 ///       parallelStreams: 1       # 1..16

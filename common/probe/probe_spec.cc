@@ -1,5 +1,8 @@
 #include "common/probe/probe_spec.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -11,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/string_view_compat.h"
 
@@ -24,7 +28,7 @@ absl::Status ServerProblem(std::string_view address, std::string_view what) {
 
 bool HostCharactersOk(std::string_view host) {
   for (char c : host) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != ':') {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') {
       return false;
     }
   }
@@ -42,21 +46,15 @@ std::string FormatRate(uint64_t bps) {
 }  // namespace
 
 absl::Status ParseProbeServer(std::string_view address, ProbeSpec& spec) {
+  if (!address.empty() &&
+      (address.front() == '[' || std::count(address.begin(), address.end(), ':') > 1)) {
+    return ServerProblem(address,
+                         "IPv6 servers are not supported: probes run over IPv4 (iperf3 -4); give "
+                         "an IPv4 address or a name with an A record");
+  }
   std::string_view host = address;
   std::string_view port;
-  if (!address.empty() && address.front() == '[') {
-    const size_t close = address.find(']');
-    if (close == std::string_view::npos) return ServerProblem(address, "missing ']'");
-    host = address.substr(1, close - 1);
-    std::string_view rest = address.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':') return ServerProblem(address, "expected ':PORT' after ']'");
-      port = rest.substr(1);
-      if (port.empty()) return ServerProblem(address, "empty port");
-    }
-  } else if (const size_t colon = address.rfind(':');
-             colon != std::string_view::npos && address.find(':') == colon) {
-    // Exactly one colon: host:port. Several colons without brackets: a bare IPv6 address.
+  if (const size_t colon = address.find(':'); colon != std::string_view::npos) {
     host = address.substr(0, colon);
     port = address.substr(colon + 1);
     if (port.empty()) return ServerProblem(address, "empty port");
@@ -67,7 +65,30 @@ absl::Status ParseProbeServer(std::string_view address, ProbeSpec& spec) {
         address, absl::StrCat("host is longer than ", kMaxProbeServerHostLength, " characters"));
   }
   if (!HostCharactersOk(host)) {
-    return ServerProblem(address, "host may contain only letters, digits, '.', '-' and ':'");
+    return ServerProblem(address, "host may contain only letters, digits, '.' and '-'");
+  }
+  std::string canonical;
+  if (std::all_of(host.begin(), host.end(), [](char c) {
+        return c == '.' || absl::ascii_isdigit(static_cast<unsigned char>(c));
+      })) {
+    // Digits and dots only: an IPv4 address, in the one spelling inet_pton accepts (four
+    // decimal numbers 0..255 without leading zeros), so one server has one spelling.
+    in_addr parsed{};
+    if (::inet_pton(AF_INET, std::string(host).c_str(), &parsed) != 1) {
+      return ServerProblem(address, "not an IPv4 address (four numbers 0..255, no leading zeros)");
+    }
+    canonical = std::string(host);
+  } else {
+    // A host name (RFC 1123): dot-separated labels of 1..63 letters, digits and '-', neither
+    // starting nor ending with '-'; lower-cased, since names are case-insensitive.
+    for (absl::string_view label : absl::StrSplit(ToAbslView(host), '.')) {
+      if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+        return ServerProblem(address,
+                             "not a host name (labels of 1..63 letters, digits and '-', "
+                             "not starting or ending with '-')");
+      }
+    }
+    canonical = absl::AsciiStrToLower(ToAbslView(host));
   }
   uint32_t port_number = kDefaultIperfPort;
   if (!port.empty()) {
@@ -79,15 +100,12 @@ absl::Status ParseProbeServer(std::string_view address, ProbeSpec& spec) {
       return ServerProblem(address, "port must be a number in 1..65535");
     }
   }
-  spec.server_host = std::string(host);
+  spec.server_host = std::move(canonical);
   spec.server_port = static_cast<uint16_t>(port_number);
   return absl::OkStatus();
 }
 
 std::string ProbeServerAddress(const ProbeSpec& spec) {
-  if (spec.server_host.find(':') != std::string::npos) {
-    return absl::StrCat("[", spec.server_host, "]:", spec.server_port);
-  }
   return absl::StrCat(spec.server_host, ":", spec.server_port);
 }
 

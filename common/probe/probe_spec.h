@@ -57,14 +57,17 @@ struct ProbeSpec {
   friend bool operator==(const ProbeSpec&, const ProbeSpec&) = default;
 };
 
-/// Parses a probe server address as documents and ProbeSpec.server write it: `host`,
-/// `host:port`, `[v6]` or `[v6]:port`; a bare IPv6 address without brackets is taken whole
-/// as the host. Sets server_host and server_port (default 5201) of `spec`. InvalidArgument
-/// ("probe server 'x': ...") for an empty host, a host over 253 characters or with characters
-/// outside [A-Za-z0-9.-:] (names and addresses only), a port outside 1..65535 or not decimal.
+/// Parses a probe server address as documents and ProbeSpec.server write it: `host` or
+/// `host:port`, host an IPv4 address (dotted quad as inet_pton takes it: no leading zeros) or
+/// an RFC 1123 host name (stored lower-cased, so one server has one spelling). Sets
+/// server_host and server_port (default 5201) of `spec`. InvalidArgument ("probe server 'x':
+/// ...") for IPv6 (brackets or several colons: probes run over IPv4, iperf3 -4), an empty host,
+/// a host over 253 characters, with characters outside [A-Za-z0-9.-], all digits and dots but
+/// no IPv4 address, or with an empty, over-long or '-'-edged label, and for a port outside
+/// 1..65535 or not decimal. Two names of one machine are still two servers.
 absl::Status ParseProbeServer(std::string_view address, ProbeSpec& spec);
 
-/// `host:port` (IPv6 hosts bracketed) of the spec's server, as logs and metrics show it.
+/// `host:port` of the spec's server, as logs and metrics show it.
 std::string ProbeServerAddress(const ProbeSpec& spec);
 
 /// Checks every range above and the combinations: udp_rate_bps set for UDP and 0 for TCP,

@@ -248,9 +248,9 @@ TEST_F(SchedulerTest, StableOffsetWithoutSlot) {
 TEST_F(SchedulerTest, OneAtATimeInOrder) {
   scheduler->SetPolicyProbes({{"port-1", {"p", Spec(), absl::Seconds(20)}},
                               {"port-2", {"p", Spec(), absl::Seconds(20)}},
-                              {"port-3", {"p", Spec(), absl::Seconds(10)}}},
+                              {"port-3", {"p", Spec(), absl::Milliseconds(19500)}}},
                              now);
-  // All three due at +20 s: RunDue runs them one after another, the earliest first.
+  // All three due by +20 s: RunDue runs them one after another, the earliest first.
   EXPECT_EQ(scheduler->RunDue(now + absl::Seconds(20)), 3);
   ASSERT_EQ(runner.requests.size(), 3u);
   EXPECT_EQ(runner.requests[0].adapter_id, "port-3");
@@ -294,6 +294,38 @@ TEST_F(SchedulerTest, OneLogLinePerStateChange) {
   EXPECT_EQ(logs[1].level, common::LogLevel::kInfo);
   EXPECT_THAT(logs[1].line, HasSubstr(": ok: 48.0 Mbit/s TCP download"));
   EXPECT_EQ(scheduler->Statuses().at("port-1").state, "ok");
+}
+
+// A probe that overran (here: the runner took 13 s, a watchdog timeout) must not start the
+// next adapter's probe 7 s late, in the slot of a third adapter at the iperf3 server: that run
+// moves to its next slot, with one warning line.
+TEST_F(SchedulerTest, ALateFirstAttemptWaitsForItsNextSlot) {
+  scheduler->SetPolicyProbes(
+      {{"port-1", {"p", Spec(), absl::Seconds(1)}}, {"port-2", {"p", Spec(), absl::Seconds(6)}}},
+      now);
+  const absl::Time start = now;
+  EXPECT_EQ(scheduler->RunDue(start + absl::Seconds(1)), 1);  // port-1
+  // port-1 ended at +14 s; port-2's slot was +6 s.
+  EXPECT_EQ(scheduler->RunDue(start + absl::Seconds(14)), 0);
+  ASSERT_EQ(runner.requests.size(), 1u);
+  ASSERT_EQ(logs.size(), 2u) << "the ok line of port-1 and the skip";
+  EXPECT_EQ(logs[1].level, common::LogLevel::kWarning);
+  EXPECT_THAT(logs[1].line, HasSubstr("probe port-2 -> 10.0.0.5:5201: slot at "));
+  EXPECT_THAT(logs[1].line, HasSubstr("skipped: the host's previous probe ran 8s past it"));
+  EXPECT_EQ(scheduler->NextRun(), start + absl::Seconds(601));  // port-1's next slot
+  RunUntil(start + absl::Seconds(700));
+  ASSERT_EQ(runner.requests.size(), 3u);
+  EXPECT_EQ(runner.requests[2].adapter_id, "port-2");  // at +606 s, in its slot
+}
+
+// A retry after `busy` is late by design and still runs.
+TEST_F(SchedulerTest, BusyRetriesAreNotLate) {
+  runner.outcomes = {ProbeFailure::kBusy, ProbeFailure::kNone};
+  scheduler->SetPolicyProbes({{"port-1", {"p", Spec(), absl::Seconds(0)}}}, now);
+  EXPECT_EQ(scheduler->RunDue(now), 1);
+  EXPECT_EQ(scheduler->RunDue(now + absl::Seconds(10)), 1);  // due at +2 s
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].second.ok);
 }
 
 TEST_F(SchedulerTest, RemovedAdapterStopsProbing) {

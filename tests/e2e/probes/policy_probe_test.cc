@@ -157,6 +157,15 @@ TEST_F(PolicyProbeTest, ALocalPolicyProbeMeasuresTheShapedLink) {
           .has_value());
   EXPECT_THAT(agent_->Text(Stream::kStderr),
               ::testing::HasSubstr(absl::StrCat("probe ", kAdapter, " -> ")));
+
+  // Without the policy the adapter probes no more, and its probe series go.
+  std::filesystem::remove(dir_.File("policies.d/probe.yaml"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return !FindValue(Scrape(), "rxfleet_probe_state", {{"adapter", kAdapter}}).has_value();
+      },
+      absl::Seconds(30)))
+      << Logs();
 }
 
 TEST_F(PolicyProbeTest, AServerNobodyServesIsAStateAndOneLogLine) {
