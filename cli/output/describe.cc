@@ -350,11 +350,7 @@ void DescribeExperiment(const v1::Experiment& experiment, const std::vector<v1::
   } else if (status.has_start_time()) {
     google::protobuf::Timestamp planned = status.start_time();
     planned.set_seconds(planned.seconds() + spec.duration().seconds());
-    const absl::Time at = AsTime(planned);
-    Field(out, "Ends",
-          absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", at, absl::UTCTimeZone()),
-                       at > now ? absl::StrCat(" (in ", FormatAge(now, at), ")")
-                                : absl::StrCat(" (", FormatAge(at, now), " ago)")));
+    Field(out, "Ends", FormatTimeWithAge(planned, now));
   }
   out << "Spec:\n";
   Field(out, "  Design", ExperimentDesignWord(spec.design()));

@@ -48,8 +48,9 @@ std::string FormatAge(absl::Time then, absl::Time now) {
 std::string FormatTimeWithAge(const google::protobuf::Timestamp& timestamp, absl::Time now) {
   const absl::Time t = AsTime(timestamp);
   if (t == absl::InfinitePast()) return "<none>";
-  return absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()), " (",
-                      FormatAge(t, now), " ago)");
+  return absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()),
+                      t > now ? absl::StrCat(" (in ", FormatAge(now, t), ")")
+                              : absl::StrCat(" (", FormatAge(t, now), " ago)"));
 }
 
 std::string UsbSpeedWord(v1::UsbSpeed speed) {

@@ -29,7 +29,8 @@ absl::Time AsTime(const google::protobuf::Timestamp& timestamp);
 /// InfinitePast; times in the future (clock skew) print "0s".
 std::string FormatAge(absl::Time then, absl::Time now);
 
-/// "2024-05-01T10:00:00Z (5m ago)", or "<none>" for an unset timestamp.
+/// "2024-05-01T10:00:00Z (5m ago)" for a time at or before `now`, "2024-05-01T10:00:26Z (in
+/// 26s)" for a later one (ends of periods, planned ends), "<none>" for an unset timestamp.
 std::string FormatTimeWithAge(const google::protobuf::Timestamp& timestamp, absl::Time now);
 
 /// USB speed as the field selector spells it: low, full, high, super, super_plus,
