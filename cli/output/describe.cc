@@ -297,6 +297,36 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
   PrintEventsSection(events, now, out);
 }
 
+namespace {
+
+// The "Probe:" section of `describe policy`: every field with the defaults applied.
+void PrintPolicyProbe(const v1::PolicySpec& spec, std::ostream& out) {
+  if (!spec.has_probe()) {
+    Field(out, "Probe", "<none>");
+    return;
+  }
+  absl::StatusOr<common::ProbeSpec> probe = common::ProbeSpecFromProto(spec.probe(), "probe");
+  if (!probe.ok()) {
+    Field(out, "Probe", absl::StrCat("invalid: ", probe.status().message()));
+    return;
+  }
+  const bool udp = probe->protocol == common::ProbeProtocol::kUdp;
+  out << "Probe:\n";
+  Field(out, "  Server", common::ProbeServerAddress(*probe));
+  Field(out, "  Protocol", udp ? "UDP" : "TCP");
+  Field(out, "  Direction",
+        probe->direction == common::ProbeDirection::kForward ? "forward (upload)"
+                                                             : "reverse (download)");
+  Field(out, "  Streams", absl::StrCat(probe->parallel_streams));
+  const v1::ProbeSpec shown = common::ProbeSpecToProto(*probe);
+  Field(out, "  Duration", FormatProtoDuration(shown.duration()));
+  Field(out, "  UDP rate",
+        udp ? absl::StrCat(FormatBitRate(probe->udp_rate_bps), " per stream") : "- (TCP)");
+  Field(out, "  Interval", FormatProtoDuration(shown.interval()));
+}
+
+}  // namespace
+
 void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& events, absl::Time now,
                     std::ostream& out) {
   const auto& meta = policy.metadata();
@@ -317,6 +347,7 @@ void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& even
     }
   }
   if (!any) out << "  <none>\n";
+  PrintPolicyProbe(spec, out);
   const auto& status = policy.status();
   Field(out, "Matched adapters", absl::StrCat(status.matched_adapters()));
   Field(out, "Effective adapters", absl::StrCat(status.effective_adapters()));

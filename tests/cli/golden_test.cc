@@ -250,6 +250,32 @@ TEST_F(DescribeGoldenTest, PolicyWithoutEvents) {
   ExpectGolden("describe_policy.txt", run_.out.str());
 }
 
+TEST_F(DescribeGoldenTest, ProbeOnlyPolicyShowsItsProbe) {
+  const auto policies = LoadResponse<v1::ListPoliciesResponse>("policies");
+  EXPECT_CALL(client_, GetPolicy(_)).WillOnce(Return(policies.policies(3)));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce(Return(v1::ListEventsResponse()));
+  DescribeOptions options{ResourceKind::kPolicy, "lab-probe"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  ExpectGolden("describe_policy_probe.txt", run_.out.str());
+}
+
+TEST_F(DescribeGoldenTest, UdpProbeShowsRateAndStreams) {
+  const auto policies = LoadResponse<v1::ListPoliciesResponse>("policies");
+  EXPECT_CALL(client_, GetPolicy(_)).WillOnce(Return(policies.policies(4)));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce(Return(v1::ListEventsResponse()));
+  DescribeOptions options{ResourceKind::kPolicy, "lab-udp-probe"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  const std::string out = run_.out.str();
+  EXPECT_THAT(out, ::testing::HasSubstr("  hold_us:            64\xC2\xB5s\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Server:             iperf.lab:5201\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Protocol:           UDP\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Direction:          forward (upload)\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Streams:            4\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Duration:           20s\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  UDP rate:           50Mbit/s per stream\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Interval:           30m\n"));
+}
+
 TEST_F(DescribeGoldenTest, MissingPolicyIsNotFound) {
   EXPECT_CALL(client_, GetPolicy(_))
       .WillOnce(Return(absl::NotFoundError("policy 'nope' not found")));
