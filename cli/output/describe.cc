@@ -144,7 +144,8 @@ void DescribeHost(const v1::Host& host, const std::vector<v1::Adapter>& adapters
 }
 
 void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
-                     const std::vector<v1::Event>& events, absl::Time now, std::ostream& out) {
+                     const std::optional<AdapterProbe>& probe, const std::vector<v1::Event>& events,
+                     absl::Time now, std::ostream& out) {
   const v1::Adapter& adapter = explain.adapter();
   const v1::AdapterStatus& s = adapter.status();
   Field(out, "Name", adapter.metadata().name());
@@ -246,12 +247,24 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
     out << "Policies:\n";
     Table policies({"NAME", "PRIORITY", "MATCHES", "DECIDES", "REASON"});
     for (const auto& match : explain.policies()) {
-      policies.AddRow(
-          {match.policy(), absl::StrCat(match.priority()), YesNo(match.matched()),
-           match.decided_fields().empty() ? "-" : absl::StrJoin(match.decided_fields(), ","),
-           match.reason().empty() ? "-" : match.reason()});
+      std::vector<std::string> decides(match.decided_fields().begin(),
+                                       match.decided_fields().end());
+      if (probe && probe->policy == match.policy()) decides.push_back("probe");
+      policies.AddRow({match.policy(), absl::StrCat(match.priority()), YesNo(match.matched()),
+                       decides.empty() ? "-" : absl::StrJoin(decides, ","),
+                       match.reason().empty() ? "-" : match.reason()});
     }
     policies.Print(out, "  ");
+  }
+  if (!probe) {
+    Field(out, "Probe", "<none>");
+  } else {
+    absl::StatusOr<common::ProbeSpec> spec = common::ProbeSpecFromProto(probe->spec, "probe");
+    const v1::ProbeSpec shown = spec.ok() ? common::ProbeSpecToProto(*spec) : probe->spec;
+    Field(out, "Probe",
+          absl::StrCat(spec.ok() ? common::DescribeProbeSpec(*spec) : OrNone(probe->spec.server()),
+                       ", every ", FormatProtoDuration(shown.interval()), " (server policy ",
+                       probe->policy, ")"));
   }
   if (explain.has_assignment() && !explain.assignment().experiment().empty()) {
     const auto& a = explain.assignment();
