@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "cli/client/paging.h"
 #include "cli/output/describe.h"
+#include "common/policy/resolver.h"
+#include "common/proto/convert.h"
+#include "common/proto/probe.h"
 
 namespace rxfleet::cli {
 namespace {
@@ -40,6 +43,27 @@ absl::Status DescribeHostCommand(const DescribeOptions& options, FleetClient& cl
   return absl::OkStatus();
 }
 
+}  // namespace
+
+std::optional<AdapterProbe> ResolveAdapterProbe(const v1::Adapter& adapter,
+                                                const std::vector<v1::Policy>& policies) {
+  std::vector<common::Policy> valid;
+  valid.reserve(policies.size());
+  for (const v1::Policy& policy : policies) {
+    absl::StatusOr<common::Policy> value = common::PolicyFromProto(policy, "server");
+    if (value.ok()) valid.push_back(*std::move(value));  // the server skips invalid ones too
+  }
+  const std::vector<common::PolicyLayer> layers = {{common::PolicySource::kServerPolicy, &valid}};
+  std::optional<common::Resolved<common::ProbeSpec>> probe =
+      common::ResolveProbe(common::AdapterAttributesFromProto(
+                               adapter, common::LabelsFromProto(adapter.metadata().labels())),
+                           layers);
+  if (!probe) return std::nullopt;
+  return AdapterProbe{probe->provenance.name, common::ProbeSpecToProto(probe->value)};
+}
+
+namespace {
+
 absl::Status DescribeAdapterCommand(const DescribeOptions& options, FleetClient& client,
                                     const CommandContext& ctx) {
   auto ref = ParseAdapterRef(options.name);
@@ -49,9 +73,12 @@ absl::Status DescribeAdapterCommand(const DescribeOptions& options, FleetClient&
   request.set_name(ref->second);
   auto explain = client.ExplainAdapter(request);
   if (!explain.ok()) return explain.status();
+  auto policies = ListAllPolicies(client, v1::ListPoliciesRequest());
+  if (!policies.ok()) return policies.status();
   auto events = EventsAbout(client, "Adapter", ref->second, ref->first);
   if (!events.ok()) return events.status();
-  DescribeAdapter(*explain, *events, ctx.now, *ctx.streams.out);
+  DescribeAdapter(*explain, ResolveAdapterProbe(explain->adapter(), *policies), *events, ctx.now,
+                  *ctx.streams.out);
   return absl::OkStatus();
 }
 

@@ -144,7 +144,8 @@ void DescribeHost(const v1::Host& host, const std::vector<v1::Adapter>& adapters
 }
 
 void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
-                     const std::vector<v1::Event>& events, absl::Time now, std::ostream& out) {
+                     const std::optional<AdapterProbe>& probe, const std::vector<v1::Event>& events,
+                     absl::Time now, std::ostream& out) {
   const v1::Adapter& adapter = explain.adapter();
   const v1::AdapterStatus& s = adapter.status();
   Field(out, "Name", adapter.metadata().name());
@@ -246,12 +247,24 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
     out << "Policies:\n";
     Table policies({"NAME", "PRIORITY", "MATCHES", "DECIDES", "REASON"});
     for (const auto& match : explain.policies()) {
-      policies.AddRow(
-          {match.policy(), absl::StrCat(match.priority()), YesNo(match.matched()),
-           match.decided_fields().empty() ? "-" : absl::StrJoin(match.decided_fields(), ","),
-           match.reason().empty() ? "-" : match.reason()});
+      std::vector<std::string> decides(match.decided_fields().begin(),
+                                       match.decided_fields().end());
+      if (probe && probe->policy == match.policy()) decides.push_back("probe");
+      policies.AddRow({match.policy(), absl::StrCat(match.priority()), YesNo(match.matched()),
+                       decides.empty() ? "-" : absl::StrJoin(decides, ","),
+                       match.reason().empty() ? "-" : match.reason()});
     }
     policies.Print(out, "  ");
+  }
+  if (!probe) {
+    Field(out, "Probe", "<none>");
+  } else {
+    absl::StatusOr<common::ProbeSpec> spec = common::ProbeSpecFromProto(probe->spec, "probe");
+    const v1::ProbeSpec shown = spec.ok() ? common::ProbeSpecToProto(*spec) : probe->spec;
+    Field(out, "Probe",
+          absl::StrCat(spec.ok() ? common::DescribeProbeSpec(*spec) : OrNone(probe->spec.server()),
+                       ", every ", FormatProtoDuration(shown.interval()), " (server policy ",
+                       probe->policy, ")"));
   }
   if (explain.has_assignment() && !explain.assignment().experiment().empty()) {
     const auto& a = explain.assignment();
@@ -297,6 +310,36 @@ void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
   PrintEventsSection(events, now, out);
 }
 
+namespace {
+
+// The "Probe:" section of `describe policy`: every field with the defaults applied.
+void PrintPolicyProbe(const v1::PolicySpec& spec, std::ostream& out) {
+  if (!spec.has_probe()) {
+    Field(out, "Probe", "<none>");
+    return;
+  }
+  absl::StatusOr<common::ProbeSpec> probe = common::ProbeSpecFromProto(spec.probe(), "probe");
+  if (!probe.ok()) {
+    Field(out, "Probe", absl::StrCat("invalid: ", probe.status().message()));
+    return;
+  }
+  const bool udp = probe->protocol == common::ProbeProtocol::kUdp;
+  out << "Probe:\n";
+  Field(out, "  Server", common::ProbeServerAddress(*probe));
+  Field(out, "  Protocol", udp ? "UDP" : "TCP");
+  Field(out, "  Direction",
+        probe->direction == common::ProbeDirection::kForward ? "forward (upload)"
+                                                             : "reverse (download)");
+  Field(out, "  Streams", absl::StrCat(probe->parallel_streams));
+  const v1::ProbeSpec shown = common::ProbeSpecToProto(*probe);
+  Field(out, "  Duration", FormatProtoDuration(shown.duration()));
+  Field(out, "  UDP rate",
+        udp ? absl::StrCat(FormatBitRate(probe->udp_rate_bps), " per stream") : "- (TCP)");
+  Field(out, "  Interval", FormatProtoDuration(shown.interval()));
+}
+
+}  // namespace
+
 void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& events, absl::Time now,
                     std::ostream& out) {
   const auto& meta = policy.metadata();
@@ -317,6 +360,7 @@ void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& even
     }
   }
   if (!any) out << "  <none>\n";
+  PrintPolicyProbe(spec, out);
   const auto& status = policy.status();
   Field(out, "Matched adapters", absl::StrCat(status.matched_adapters()));
   Field(out, "Effective adapters", absl::StrCat(status.effective_adapters()));
@@ -350,11 +394,7 @@ void DescribeExperiment(const v1::Experiment& experiment, const std::vector<v1::
   } else if (status.has_start_time()) {
     google::protobuf::Timestamp planned = status.start_time();
     planned.set_seconds(planned.seconds() + spec.duration().seconds());
-    const absl::Time at = AsTime(planned);
-    Field(out, "Ends",
-          absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", at, absl::UTCTimeZone()),
-                       at > now ? absl::StrCat(" (in ", FormatAge(now, at), ")")
-                                : absl::StrCat(" (", FormatAge(at, now), " ago)")));
+    Field(out, "Ends", FormatTimeWithAge(planned, now));
   }
   out << "Spec:\n";
   Field(out, "  Design", ExperimentDesignWord(spec.design()));

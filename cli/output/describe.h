@@ -1,6 +1,8 @@
 #pragma once
 
+#include <optional>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -10,6 +12,7 @@
 #include "rxfleet/v1/fleet_service.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
+#include "rxfleet/v1/probe.pb.h"
 
 namespace rxfleet::cli {
 
@@ -21,13 +24,23 @@ namespace rxfleet::cli {
 void DescribeHost(const v1::Host& host, const std::vector<v1::Adapter>& adapters,
                   const std::vector<v1::Event>& events, absl::Time now, std::ostream& out);
 
+/// The throughput probe the server's policies decide for one adapter: common::ResolveProbe over
+/// the server's valid policies, as the server plans probe slots (ResolveAdapterProbe in
+/// cli/commands/describe.h).
+struct AdapterProbe {
+  std::string policy;  ///< the deciding server policy
+  v1::ProbeSpec spec;  ///< its probe (PolicySpec.probe)
+};
+
 /// An adapter from ExplainAdapter: identity, USB link, state, sync and bundle versions, the
 /// effective settings per field (expected by the server, desired by the agent, observed in the
 /// registers) with provenance (policy, built-in default, local file or experiment), the
 /// differences, every policy and whether it matches, raw registers, conditions, diagnoses,
-/// counters, the experiment assignment and recent events.
+/// counters, the experiment assignment and recent events. `probe` (nullopt: none) adds "probe"
+/// to the DECIDES cell of the deciding policy and a "Probe:" line.
 void DescribeAdapter(const v1::ExplainAdapterResponse& explain,
-                     const std::vector<v1::Event>& events, absl::Time now, std::ostream& out);
+                     const std::optional<AdapterProbe>& probe, const std::vector<v1::Event>& events,
+                     absl::Time now, std::ostream& out);
 
 /// A policy: metadata, priority, selector terms, settings, matched/effective adapter counts,
 /// conditions and recent events.

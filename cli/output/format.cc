@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/probe/probe_spec.h"
+#include "common/proto/probe.h"
 #include "common/units.h"
 
 namespace rxfleet::cli {
@@ -25,6 +27,14 @@ std::string EnumWord(const std::string& full_name, absl::string_view prefix) {
 std::string Capitalised(std::string word) {
   if (!word.empty()) word[0] = absl::ascii_toupper(static_cast<unsigned char>(word[0]));
   return word;
+}
+
+// "10s", "1h", "1h30m": absl::FormatDuration without zero tails.
+std::string ShortDuration(absl::Duration d) {
+  std::string text = absl::FormatDuration(d);
+  if (absl::EndsWith(text, "m0s")) text.resize(text.size() - 2);
+  if (absl::EndsWith(text, "h0m")) text.resize(text.size() - 2);
+  return text;
 }
 
 }  // namespace
@@ -48,8 +58,9 @@ std::string FormatAge(absl::Time then, absl::Time now) {
 std::string FormatTimeWithAge(const google::protobuf::Timestamp& timestamp, absl::Time now) {
   const absl::Time t = AsTime(timestamp);
   if (t == absl::InfinitePast()) return "<none>";
-  return absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()), " (",
-                      FormatAge(t, now), " ago)");
+  return absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone()),
+                      t > now ? absl::StrCat(" (in ", FormatAge(now, t), ")")
+                              : absl::StrCat(" (", FormatAge(t, now), " ago)"));
 }
 
 std::string UsbSpeedWord(v1::UsbSpeed speed) {
@@ -120,6 +131,34 @@ std::string FormatSettings(const v1::RxAggSettings& settings) {
     }
   }
   return parts.empty() ? "<none>" : absl::StrJoin(parts, ",");
+}
+
+std::string FormatBitRate(uint64_t bps) {
+  if (bps >= 1'000'000'000) return absl::StrFormat("%gGbit/s", static_cast<double>(bps) / 1e9);
+  if (bps >= 1'000'000) return absl::StrFormat("%gMbit/s", static_cast<double>(bps) / 1e6);
+  return absl::StrFormat("%gkbit/s", static_cast<double>(bps) / 1e3);
+}
+
+std::string FormatProbeShort(const v1::ProbeSpec& probe) {
+  absl::StatusOr<common::ProbeSpec> spec = common::ProbeSpecFromProto(probe, "probe");
+  if (!spec.ok()) return absl::StrCat("probe ", OrNone(probe.server()), " (invalid)");
+  std::string out =
+      absl::StrCat("probe ", common::ProbeServerAddress(*spec),
+                   spec->protocol == common::ProbeProtocol::kUdp ? " UDP" : " TCP",
+                   spec->direction == common::ProbeDirection::kForward ? " upload" : " download");
+  if (spec->protocol == common::ProbeProtocol::kUdp) {
+    absl::StrAppend(&out, " ", FormatBitRate(spec->udp_rate_bps));
+  }
+  if (spec->parallel_streams > 1) absl::StrAppend(&out, " x", spec->parallel_streams);
+  absl::StrAppend(&out, " ", ShortDuration(spec->duration), "/", ShortDuration(spec->interval));
+  return out;
+}
+
+std::string FormatSettingsAndProbe(const v1::PolicySpec& spec) {
+  const std::string settings = FormatSettings(spec.settings());
+  if (!spec.has_probe()) return settings;
+  const std::string probe = FormatProbeShort(spec.probe());
+  return settings == "<none>" ? probe : absl::StrCat(settings, "; ", probe);
 }
 
 std::string FormatSelector(const v1::AdapterSelector& selector) {

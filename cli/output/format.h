@@ -16,6 +16,8 @@
 #include "rxfleet/v1/common.pb.h"
 #include "rxfleet/v1/event.pb.h"
 #include "rxfleet/v1/experiment.pb.h"
+#include "rxfleet/v1/policy.pb.h"
+#include "rxfleet/v1/probe.pb.h"
 
 namespace rxfleet::cli {
 
@@ -29,7 +31,8 @@ absl::Time AsTime(const google::protobuf::Timestamp& timestamp);
 /// InfinitePast; times in the future (clock skew) print "0s".
 std::string FormatAge(absl::Time then, absl::Time now);
 
-/// "2024-05-01T10:00:00Z (5m ago)", or "<none>" for an unset timestamp.
+/// "2024-05-01T10:00:00Z (5m ago)" for a time at or before `now`, "2024-05-01T10:00:26Z (in
+/// 26s)" for a later one (ends of periods, planned ends), "<none>" for an unset timestamp.
 std::string FormatTimeWithAge(const google::protobuf::Timestamp& timestamp, absl::Time now);
 
 /// USB speed as the field selector spells it: low, full, high, super, super_plus,
@@ -76,6 +79,20 @@ std::optional<std::string> FormatSettingsField(const v1::RxAggSettings& settings
 
 /// Every set field as "hold=32µs,count=255,buffer=20KiB,enable=true"; "<none>" if none is set.
 std::string FormatSettings(const v1::RxAggSettings& settings);
+
+/// A rate in bit/s without spaces, for table cells and probe lines: "50Mbit/s", "1.5Gbit/s",
+/// "800kbit/s" (%g of the value in the largest unit it reaches, SI: 1 Mbit/s = 10^6 bit/s).
+std::string FormatBitRate(uint64_t bps);
+
+/// A policy's probe in one narrow table cell, defaults applied (common::ProbeSpecFromProto):
+/// "probe 10.0.0.1:5201 TCP download 10s/1h" (test length / interval between runs), with the
+/// UDP rate per stream and the streams when above one: "probe iperf.lab:5201 UDP upload
+/// 50Mbit/s x4 10s/1h". A spec the CLI cannot read shows as "probe SERVER (invalid)".
+std::string FormatProbeShort(const v1::ProbeSpec& probe);
+
+/// A policy's SETTINGS cell: FormatSettings, then "; " and FormatProbeShort when the policy
+/// carries a probe; a probe-only policy shows the probe alone.
+std::string FormatSettingsAndProbe(const v1::PolicySpec& spec);
 
 /// Selector terms as "board=pi1,usb=high,chip=rtl8922au,vid_pid=0bda:8912,adapter=port-2-2";
 /// "<all>" for an empty selector (it matches every adapter).

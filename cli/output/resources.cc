@@ -147,7 +147,7 @@ void PrintPolicyTable(const std::vector<v1::Policy>& policies, bool wide, absl::
     std::vector<std::string> row = {policy->metadata().name(),
                                     absl::StrCat(policy->spec().priority()),
                                     FormatSelector(policy->spec().selector()),
-                                    FormatSettings(policy->spec().settings()),
+                                    FormatSettingsAndProbe(policy->spec()),
                                     absl::StrCat(policy->status().matched_adapters()),
                                     absl::StrCat(policy->status().effective_adapters()),
                                     FormatAge(AsTime(policy->metadata().create_time()), now)};

@@ -208,6 +208,8 @@ TEST_F(DescribeGoldenTest, AdapterShowsProvenanceAndEvents) {
     EXPECT_EQ(request.name(), "port-2-2");
     return LoadResponse<v1::ExplainAdapterResponse>("explain_adapter");
   });
+  EXPECT_CALL(client_, ListPolicies(_))
+      .WillOnce(Return(LoadResponse<v1::ListPoliciesResponse>("policies")));
   EXPECT_CALL(client_, ListEvents(_)).WillOnce([](const v1::ListEventsRequest& request) {
     EXPECT_EQ(request.involved_object_kind(), "Adapter");
     EXPECT_EQ(request.involved_object_name(), "port-2-2");
@@ -218,6 +220,59 @@ TEST_F(DescribeGoldenTest, AdapterShowsProvenanceAndEvents) {
   ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
   EXPECT_THAT(run_.out.str(), ::testing::HasSubstr("server policy usb3-short"));
   ExpectGolden("describe_adapter.txt", run_.out.str());
+}
+
+// A probe-only policy decides the adapter's probe: DECIDES says so and the adapter shows the
+// probe; lab-udp-probe sets one too but does not match port-2-2.
+TEST_F(DescribeGoldenTest, AdapterShowsTheProbeItsPolicyDecides) {
+  EXPECT_CALL(client_, ExplainAdapter(_))
+      .WillOnce(Return(LoadResponse<v1::ExplainAdapterResponse>("explain_adapter")));
+  EXPECT_CALL(client_, ListPolicies(_))
+      .WillOnce(Return(LoadResponse<v1::ListPoliciesResponse>("policies")));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce(Return(v1::ListEventsResponse()));
+  DescribeOptions options{ResourceKind::kAdapter, "x86-lab/port-2-2"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  const std::string out = run_.out.str();
+  EXPECT_THAT(out, ::testing::ContainsRegex("lab-probe +50 +yes +probe +-"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("lab-udp-probe +10 +no +- "));
+  EXPECT_THAT(out, ::testing::ContainsRegex("usb3-short +100 +yes +hold_us +-"));
+  EXPECT_THAT(out,
+              ::testing::HasSubstr("Probe:                TCP download, 1 stream, 10s, against "
+                                   "10.0.0.1:5201, every 1h (server policy lab-probe)\n"));
+}
+
+TEST_F(DescribeGoldenTest, AdapterWithoutProbePolicySaysNone) {
+  EXPECT_CALL(client_, ExplainAdapter(_))
+      .WillOnce(Return(LoadResponse<v1::ExplainAdapterResponse>("explain_adapter")));
+  v1::ListPoliciesResponse policies = LoadResponse<v1::ListPoliciesResponse>("policies");
+  policies.mutable_policies()->DeleteSubrange(3, 2);  // keep the settings-only policies
+  EXPECT_CALL(client_, ListPolicies(_)).WillOnce(Return(policies));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce(Return(v1::ListEventsResponse()));
+  DescribeOptions options{ResourceKind::kAdapter, "x86-lab/port-2-2"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  EXPECT_THAT(run_.out.str(), ::testing::HasSubstr("Probe:                <none>\n"));
+  EXPECT_THAT(run_.out.str(), ::testing::ContainsRegex("lab-probe +50 +yes +- +-"));
+}
+
+// The end of the current switchback period lies ahead: "(in 26s)", never "(0s ago)".
+TEST_F(DescribeGoldenTest, AdapterPeriodEndInTheFutureSaysIn) {
+  v1::ExplainAdapterResponse explain = LoadResponse<v1::ExplainAdapterResponse>("explain_adapter");
+  v1::ExperimentAssignment* assignment = explain.mutable_assignment();
+  assignment->set_experiment("hold-sweep");
+  assignment->set_arm("hold-64");
+  assignment->mutable_settings()->set_hold_us(64);
+  assignment->set_period_index(2);
+  assignment->mutable_period_end_time()->set_seconds(
+      absl::ToUnixSeconds(::rxfleet::cli::testing::kGoldenNow) + 26);
+  EXPECT_CALL(client_, ExplainAdapter(_)).WillOnce(Return(explain));
+  EXPECT_CALL(client_, ListPolicies(_)).WillOnce(Return(v1::ListPoliciesResponse()));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce(Return(v1::ListEventsResponse()));
+  DescribeOptions options{ResourceKind::kAdapter, "x86-lab/port-2-2"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  EXPECT_THAT(run_.out.str(), ::testing::HasSubstr(
+                                  "Experiment:           hold-sweep arm hold-64 (hold=64\xC2\xB5s, "
+                                  "period 2 ends 2026-04-12T12:00:26Z (in 26s))\n"));
+  EXPECT_THAT(run_.out.str(), ::testing::Not(::testing::HasSubstr("(0s ago)")));
 }
 
 TEST_F(DescribeGoldenTest, Host) {
@@ -248,6 +303,32 @@ TEST_F(DescribeGoldenTest, PolicyWithoutEvents) {
   DescribeOptions options{ResourceKind::kPolicy, "pi1-long-hold"};
   ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
   ExpectGolden("describe_policy.txt", run_.out.str());
+}
+
+TEST_F(DescribeGoldenTest, ProbeOnlyPolicyShowsItsProbe) {
+  const auto policies = LoadResponse<v1::ListPoliciesResponse>("policies");
+  EXPECT_CALL(client_, GetPolicy(_)).WillOnce(Return(policies.policies(3)));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce(Return(v1::ListEventsResponse()));
+  DescribeOptions options{ResourceKind::kPolicy, "lab-probe"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  ExpectGolden("describe_policy_probe.txt", run_.out.str());
+}
+
+TEST_F(DescribeGoldenTest, UdpProbeShowsRateAndStreams) {
+  const auto policies = LoadResponse<v1::ListPoliciesResponse>("policies");
+  EXPECT_CALL(client_, GetPolicy(_)).WillOnce(Return(policies.policies(4)));
+  EXPECT_CALL(client_, ListEvents(_)).WillOnce(Return(v1::ListEventsResponse()));
+  DescribeOptions options{ResourceKind::kPolicy, "lab-udp-probe"};
+  ASSERT_TRUE(RunDescribe(options, client_, run_.ctx).ok());
+  const std::string out = run_.out.str();
+  EXPECT_THAT(out, ::testing::HasSubstr("  hold_us:            64\xC2\xB5s\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Server:             iperf.lab:5201\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Protocol:           UDP\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Direction:          forward (upload)\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Streams:            4\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Duration:           20s\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  UDP rate:           50Mbit/s per stream\n"));
+  EXPECT_THAT(out, ::testing::HasSubstr("  Interval:           30m\n"));
 }
 
 TEST_F(DescribeGoldenTest, MissingPolicyIsNotFound) {

@@ -42,6 +42,20 @@ TEST(FormatAgeTest, KubectlStyle) {
   EXPECT_EQ(FormatAge(absl::InfinitePast(), now), "<unknown>");
 }
 
+TEST(FormatTimeWithAgeTest, PastTimesSayAgoFutureTimesSayIn) {
+  const absl::Time now = absl::FromUnixSeconds(1796221355);  // 2026-12-02T14:22:35Z
+  google::protobuf::Timestamp at;
+  at.set_seconds(1796221355 + 26);
+  EXPECT_EQ(FormatTimeWithAge(at, now), "2026-12-02T14:23:01Z (in 26s)");
+  at.set_seconds(1796221355 + 3 * 60);
+  EXPECT_EQ(FormatTimeWithAge(at, now), "2026-12-02T14:25:35Z (in 3m)");
+  at.set_seconds(1796221355 - 5 * 60);
+  EXPECT_EQ(FormatTimeWithAge(at, now), "2026-12-02T14:17:35Z (5m ago)");
+  at.set_seconds(1796221355);
+  EXPECT_EQ(FormatTimeWithAge(at, now), "2026-12-02T14:22:35Z (0s ago)");
+  EXPECT_EQ(FormatTimeWithAge(google::protobuf::Timestamp(), now), "<none>");
+}
+
 TEST(FormatTest, SettingsAndSelectors) {
   v1::RxAggSettings settings;
   settings.set_hold_us(1024);
