@@ -251,13 +251,12 @@ class ExperimentReader : public common::DocumentReader {
 
   absl::Status ReadSpec(const YAML::Node& node, Experiment* e) {
     FieldMap f;
-    if (absl::Status s =
-            ReadMap(node, "spec",
-                    {"selector", "arms", "control", "design", "duration", "windowLength",
-                     "periodLength", "burnIn", "primaryMetric", "secondaryMetrics", "guardrails",
-                     "segments", "minAdaptersPerArm", "minWindowsPerArm", "priority", "seed",
-                     "probe"},
-                    &f);
+    if (absl::Status s = ReadMap(
+            node, "spec",
+            {"selector", "arms", "control", "design", "duration", "windowLength", "periodLength",
+             "burnIn", "primaryMetric", "secondaryMetrics", "guardrails", "segments",
+             "minAdaptersPerArm", "minWindowsPerArm", "priority", "seed", "probe"},
+            &f);
         !s.ok()) {
       return s;
     }
@@ -524,7 +523,8 @@ std::string ExperimentToYaml(const Experiment& e) {
     out << YAML::Key << "probe" << YAML::Value << YAML::Flow << YAML::BeginMap;
     out << YAML::Key << "server" << YAML::Value << YAML::DoubleQuoted
         << common::ProbeServerAddress(p);
-    out << YAML::Key << "protocol" << YAML::Value << std::string(common::ProbeProtocolName(p.protocol));
+    out << YAML::Key << "protocol" << YAML::Value
+        << std::string(common::ProbeProtocolName(p.protocol));
     out << YAML::Key << "direction" << YAML::Value
         << std::string(common::ProbeDirectionName(p.direction));
     out << YAML::Key << "parallelStreams" << YAML::Value << p.parallel_streams;

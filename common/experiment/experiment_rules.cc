@@ -320,12 +320,12 @@ CheckResult CheckExperiment(const Experiment& e) {
   }
   if (auto p = Problem(common::ValidateProbeSpec(*e.probe))) return fail("spec.probe", *p);
   if (e.probe->duration + kProbeSlotMargin > e.window_length) {
-    return fail("spec.probe.duration",
-                absl::StrCat("probe duration ", Dur(e.probe->duration), " plus its ",
-                             Dur(kProbeSlotMargin), " margin does not fit in windowLength ",
-                             Dur(e.window_length),
-                             " (one probe runs inside each window): shorten the probe or "
-                             "lengthen the window"));
+    return fail(
+        "spec.probe.duration",
+        absl::StrCat("probe duration ", Dur(e.probe->duration), " plus its ", Dur(kProbeSlotMargin),
+                     " margin does not fit in windowLength ", Dur(e.window_length),
+                     " (one probe runs inside each window): shorten the probe or "
+                     "lengthen the window"));
   }
   for (const auto& [metric, where] : probe_metrics) {
     if (std::optional<FieldError> p = ProbeMismatch(metric, where, *e.probe)) return p;

@@ -59,10 +59,10 @@ inline constexpr size_t kMetricCount = 13;
 
 /// Every metric, in catalogue order.
 inline constexpr std::array<Metric, kMetricCount> kAllMetrics = {
-    Metric::kRxThroughputBps,       Metric::kTxThroughputBps,       Metric::kRttMeanSeconds,
-    Metric::kRttP99Seconds,         Metric::kRxDropRatio,           Metric::kProbeLossRatio,
-    Metric::kBusiestCoreRatio,      Metric::kHostCpuRatio,          Metric::kProbeRxThroughputBps,
-    Metric::kProbeTxThroughputBps,  Metric::kProbeUdpLossRatio,     Metric::kProbeUdpJitterSeconds,
+    Metric::kRxThroughputBps,      Metric::kTxThroughputBps,   Metric::kRttMeanSeconds,
+    Metric::kRttP99Seconds,        Metric::kRxDropRatio,       Metric::kProbeLossRatio,
+    Metric::kBusiestCoreRatio,     Metric::kHostCpuRatio,      Metric::kProbeRxThroughputBps,
+    Metric::kProbeTxThroughputBps, Metric::kProbeUdpLossRatio, Metric::kProbeUdpJitterSeconds,
     Metric::kProbeTcpRetransmits};
 
 /// The physical kind of a metric's values, which decides parsing and formatting.

@@ -91,9 +91,9 @@ absl::Status ExperimentController::AcceptWindow(std::string_view host_id,
       return reject(s);
     }
     if (probe.failure_message().size() > kMaxProbeMessageLength) {
-      return reject(absl::InvalidArgumentError(absl::StrCat(
-          "metric_window.probe.failure_message: longer than ", kMaxProbeMessageLength,
-          " characters")));
+      return reject(absl::InvalidArgumentError(
+          absl::StrCat("metric_window.probe.failure_message: longer than ", kMaxProbeMessageLength,
+                       " characters")));
     }
     if (probe.spec().server().size() > common::kMaxProbeServerHostLength + 8) {
       return reject(absl::InvalidArgumentError(

@@ -21,11 +21,11 @@ TEST(MetricTest, CatalogueNamesRoundTrip) {
     EXPECT_EQ(*parsed, metric);
   }
   EXPECT_EQ(names,
-            (std::set<std::string>{"rx_throughput_bps", "tx_throughput_bps", "rtt_mean_seconds",
-                                   "rtt_p99_seconds", "rx_drop_ratio", "probe_loss_ratio",
-                                   "busiest_core_ratio", "host_cpu_ratio", "probe_rx_throughput_bps",
-                                   "probe_tx_throughput_bps", "probe_udp_loss_ratio",
-                                   "probe_udp_jitter_seconds", "probe_tcp_retransmits"}));
+            (std::set<std::string>{
+                "rx_throughput_bps", "tx_throughput_bps", "rtt_mean_seconds", "rtt_p99_seconds",
+                "rx_drop_ratio", "probe_loss_ratio", "busiest_core_ratio", "host_cpu_ratio",
+                "probe_rx_throughput_bps", "probe_tx_throughput_bps", "probe_udp_loss_ratio",
+                "probe_udp_jitter_seconds", "probe_tcp_retransmits"}));
   EXPECT_THAT(ParseMetric("rx_bytes_per_second").status().message(),
               HasSubstr("unknown metric 'rx_bytes_per_second' (known metrics: rx_throughput_bps"));
   EXPECT_TRUE(HigherIsBetter(Metric::kRxThroughputBps));
