@@ -3,6 +3,7 @@
 rxfleet_library(rxfleet_agent_app
   SOURCES
     app/agent.cc
+    app/agent_probes.cc
     app/command_line.cc
     app/host_facts.cc
     app/local_policies.cc

@@ -1,15 +1,12 @@
 #include "agent/app/agent.h"
 
 #include <algorithm>
-#include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/experiments/experiment_windows.h"
-#include "agent/probes/iperf_probe.h"
 #include "agent/status/adapter_proto.h"
 #include "agent/status/status_server.h"
 #include "agent/telemetry/agent_telemetry.h"
@@ -51,22 +48,6 @@ std::string LabelsText(const std::map<std::string, std::string>& labels) {
 }
 
 }  // namespace
-
-std::string DefaultHostId(const std::string& hostname) {
-  std::string id;
-  for (char c : hostname) {
-    const char lower = absl::ascii_tolower(static_cast<unsigned char>(c));
-    const bool ok = (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9') ||
-                    lower == '-' || lower == '.';
-    id.push_back(ok ? lower : '-');
-  }
-  if (id.size() > 63) id.resize(63);
-  while (!id.empty() && !absl::ascii_isalnum(static_cast<unsigned char>(id.back()))) id.pop_back();
-  size_t begin = 0;
-  while (begin < id.size() && !absl::ascii_isalnum(static_cast<unsigned char>(id[begin]))) ++begin;
-  id = id.substr(begin);
-  return id.empty() ? "localhost" : id;
-}
 
 Agent::Agent(AgentOptions options, std::unique_ptr<DeviceSource> source, LogSink log)
     : options_(std::move(options)),
@@ -146,22 +127,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options,
         telemetry, agent->log_, [raw] { return raw->RegisterStates(); },
         [raw](ExperimentWindow window) { raw->DeliverMetricWindow(std::move(window)); });
     agent->manager_->AddObserver(agent->telemetry_.get());
-
-    ProbeSchedulerOptions probes;
-    probes.host_id = agent->options_.host_id;
-    probes.netdev_of = [raw](const std::string& adapter_id) {
-      std::optional<AdapterSnapshot> s = raw->manager_->Find(adapter_id);
-      return s.has_value() && s->present ? s->netdev : std::string();
-    };
-    probes.on_result = [raw](const std::string& adapter_id, ProbeOrigin,
-                             const ProbeResult& result) {
-      raw->telemetry_->RecordProbe(adapter_id, result);
-    };
-    probes.default_window_length = agent->options_.metric_window;
-    probes.log = agent->log_;
-    agent->probe_runner_ = std::make_unique<IperfProbeRunner>();
-    agent->probes_ =
-        std::make_unique<ProbeScheduler>(agent->probe_runner_.get(), std::move(probes));
+    agent->CreateProbeScheduler();
   }
   agent->PublishPolicies();
   return agent;
@@ -280,42 +246,6 @@ void Agent::DeliverMetricWindow(ExperimentWindow window) {
   // afterwards. The sink only queues.
   absl::MutexLock lock(&mu_);
   if (window_sink_) window_sink_(std::move(window));
-}
-
-void Agent::UpdatePolicyProbes() {
-  if (!probes_) return;
-  std::map<std::string, PolicyProbe> wanted;
-  const std::shared_ptr<const PolicySet> policies = manager_->policies();
-  // An adapter under an experiment that probes runs the experiment's probes only: a policy
-  // probe inside its windows would disturb them and could meet them at the iperf3 server.
-  std::set<std::string> experiment_probed;
-  if (policies->server().has_value()) {
-    const absl::Time now = absl::Now();
-    for (const ExperimentAssignment& a : policies->server()->assignments) {
-      if (a.probe.has_value() && (!a.period_end.has_value() || *a.period_end > now)) {
-        experiment_probed.insert(a.adapter_id);
-      }
-    }
-  }
-  std::set<std::string> probing = experiment_probed;
-  for (const AdapterSnapshot& s : manager_->Snapshots()) {
-    if (!s.present || !s.probe.has_value()) continue;
-    probing.insert(s.id);
-    if (experiment_probed.count(s.id) > 0) continue;
-    PolicyProbe& probe = wanted[s.id];
-    probe.policy = s.probe->provenance.name;
-    probe.spec = s.probe->value;
-    probe.slot_offset = policies->ProbeSlot(s.id, probe.policy);
-  }
-  // An adapter that stopped probing loses its series: a last `unreachable` state must not
-  // keep an alert firing for a probe nobody runs any more.
-  for (const std::string& id : probing_) {
-    if (probing.count(id) == 0) telemetry_->RemoveProbeSeries(id);
-  }
-  probing_ = std::move(probing);
-  if (wanted == policy_probes_) return;
-  policy_probes_ = wanted;
-  probes_->SetPolicyProbes(std::move(wanted), absl::Now());
 }
 
 std::map<std::string, AdapterRegisterState> Agent::RegisterStates() const {

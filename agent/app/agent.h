@@ -183,6 +183,8 @@ class Agent {
   /// Register state of every supported adapter, for the experiment windows.
   std::map<std::string, AdapterRegisterState> RegisterStates() const;
   void PublishPolicies();
+  /// Creates the probe runner and scheduler (run mode; after telemetry_ and manager_).
+  void CreateProbeScheduler();
   /// Hands the scheduler the policy probe of every present adapter (loop thread), when they
   /// changed since the last call.
   void UpdatePolicyProbes();
@@ -221,9 +223,5 @@ class Agent {
   std::string metrics_bound_ ABSL_GUARDED_BY(mu_);
   ExperimentWindowSink window_sink_ ABSL_GUARDED_BY(mu_);
 };
-
-/// The default host id: the host name, lower-cased, with characters outside [a-z0-9.-] replaced
-/// by '-' (cut to 63); "localhost" if the name is empty.
-std::string DefaultHostId(const std::string& hostname);
 
 }  // namespace rxfleet::agent

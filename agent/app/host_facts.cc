@@ -168,4 +168,20 @@ void HostFactsToProto(const HostFacts& facts, v1::HostInfo* out) {
   out->set_boot_id(facts.boot_id);
 }
 
+std::string DefaultHostId(const std::string& hostname) {
+  std::string id;
+  for (char c : hostname) {
+    const char lower = absl::ascii_tolower(static_cast<unsigned char>(c));
+    const bool ok = (lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9') ||
+                    lower == '-' || lower == '.';
+    id.push_back(ok ? lower : '-');
+  }
+  if (id.size() > 63) id.resize(63);
+  while (!id.empty() && !absl::ascii_isalnum(static_cast<unsigned char>(id.back()))) id.pop_back();
+  size_t begin = 0;
+  while (begin < id.size() && !absl::ascii_isalnum(static_cast<unsigned char>(id[begin]))) ++begin;
+  id = id.substr(begin);
+  return id.empty() ? "localhost" : id;
+}
+
 }  // namespace rxfleet::agent

@@ -64,4 +64,8 @@ std::optional<std::string> NormalizeBoardModel(std::string_view model);
 std::map<std::string, std::string> DetectHostLabels(const std::string& procfs_root,
                                                     const UnameInfo& uname);
 
+/// The default host id: the host name, lower-cased, with characters outside [a-z0-9.-] replaced
+/// by '-' (cut to 63); "localhost" if the name is empty.
+std::string DefaultHostId(const std::string& hostname);
+
 }  // namespace rxfleet::agent

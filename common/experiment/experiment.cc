@@ -8,13 +8,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/experiment/experiment_rules.h"
 #include "common/host_labels.h"
 #include "common/policy/document_reader.h"
 #include "common/string_view_compat.h"
-#include "common/usb_speed.h"
 
 namespace rxfleet::experiments {
 namespace {
@@ -373,8 +370,6 @@ class ExperimentReader : public common::DocumentReader {
                                                             .check_buffer_range = false};
 };
 
-std::string RoundTripDouble(double value) { return absl::StrFormat("%.17g", value); }
-
 }  // namespace
 
 std::string_view DesignName(Design design) {
@@ -460,123 +455,6 @@ absl::Status ValidateExperiment(const Experiment& experiment) {
                                                    "': ", problem->field, ": ", problem->message));
   }
   return absl::OkStatus();
-}
-
-std::string ExperimentToYaml(const Experiment& e) {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  out << YAML::Key << "apiVersion" << YAML::Value << std::string(kExperimentApiVersion);
-  out << YAML::Key << "kind" << YAML::Value << std::string(kExperimentKind);
-  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << e.name;
-  if (!e.labels.empty()) common::EmitLabels(out, "labels", e.labels);
-  if (!e.resource_version.empty()) {
-    out << YAML::Key << "resourceVersion" << YAML::Value << YAML::DoubleQuoted
-        << e.resource_version;
-  }
-  out << YAML::EndMap;
-
-  out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
-  common::EmitSelector(out, e.selector);
-  out << YAML::Key << "arms" << YAML::Value << YAML::BeginSeq;
-  for (const Arm& arm : e.arms) {
-    out << YAML::BeginMap;
-    out << YAML::Key << "name" << YAML::Value << arm.name;
-    out << YAML::Key << "settings" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    common::EmitSettingsFields(out, arm.settings);
-    out << YAML::EndMap;
-    out << YAML::Key << "weight" << YAML::Value << arm.weight;
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
-  out << YAML::Key << "control" << YAML::Value << e.control_arm;
-  out << YAML::Key << "design" << YAML::Value << std::string(DesignName(e.design));
-  out << YAML::Key << "duration" << YAML::Value << absl::FormatDuration(e.duration);
-  out << YAML::Key << "windowLength" << YAML::Value << absl::FormatDuration(e.window_length);
-  if (e.design == Design::kSwitchback) {
-    out << YAML::Key << "periodLength" << YAML::Value << absl::FormatDuration(e.period_length);
-  }
-  out << YAML::Key << "burnIn" << YAML::Value << absl::FormatDuration(e.burn_in);
-  out << YAML::Key << "primaryMetric" << YAML::Value << std::string(MetricName(e.primary_metric));
-  out << YAML::Key << "secondaryMetrics" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-  for (Metric m : e.secondary_metrics) out << std::string(MetricName(m));
-  out << YAML::EndSeq;
-  out << YAML::Key << "guardrails" << YAML::Value << YAML::BeginSeq;
-  for (const Guardrail& g : e.guardrails) {
-    out << YAML::Flow << YAML::BeginMap;
-    out << YAML::Key << "metric" << YAML::Value << std::string(MetricName(g.metric));
-    out << YAML::Key << "op" << YAML::Value << YAML::DoubleQuoted
-        << std::string(GuardrailOpSymbol(g.op));
-    out << YAML::Key << "threshold" << YAML::Value << RoundTripDouble(g.threshold);
-    if (g.min_adapters) out << YAML::Key << "minAdapters" << YAML::Value << *g.min_adapters;
-    if (g.min_windows) out << YAML::Key << "minWindows" << YAML::Value << *g.min_windows;
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
-  common::EmitStringList(out, "segments", e.segment_keys, /*quoted=*/false);
-  out << YAML::Key << "minAdaptersPerArm" << YAML::Value << e.min_adapters_per_arm;
-  out << YAML::Key << "minWindowsPerArm" << YAML::Value << e.min_windows_per_arm;
-  out << YAML::Key << "priority" << YAML::Value << e.priority;
-  out << YAML::Key << "seed" << YAML::Value << e.seed;
-  if (e.probe) {
-    const common::ProbeSpec& p = *e.probe;
-    out << YAML::Key << "probe" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    out << YAML::Key << "server" << YAML::Value << YAML::DoubleQuoted
-        << common::ProbeServerAddress(p);
-    out << YAML::Key << "protocol" << YAML::Value
-        << std::string(common::ProbeProtocolName(p.protocol));
-    out << YAML::Key << "direction" << YAML::Value
-        << std::string(common::ProbeDirectionName(p.direction));
-    out << YAML::Key << "parallelStreams" << YAML::Value << p.parallel_streams;
-    out << YAML::Key << "duration" << YAML::Value << absl::FormatDuration(p.duration);
-    if (p.protocol == common::ProbeProtocol::kUdp) {
-      out << YAML::Key << "udpRate" << YAML::Value << p.udp_rate_bps;
-    }
-    out << YAML::EndMap;
-  }
-  out << YAML::EndMap;  // spec
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
-}
-
-std::vector<std::string> SegmentValuesFor(const Experiment& experiment,
-                                          const common::AdapterAttributes& adapter) {
-  std::vector<std::string> values;
-  values.reserve(experiment.segment_keys.size());
-  for (const std::string& key : experiment.segment_keys) {
-    if (key == kSegmentUsbSpeed) {
-      values.emplace_back(common::UsbSpeedName(adapter.usb_speed));
-    } else if (key == kSegmentChip) {
-      values.push_back(adapter.chip);
-    } else if (key == kSegmentHost) {
-      values.push_back(adapter.host);
-    } else if (auto it = adapter.host_labels.find(key); it != adapter.host_labels.end()) {
-      values.push_back(it->second);
-    } else {
-      values.emplace_back();
-    }
-  }
-  return values;
-}
-
-std::map<std::string, std::string> SegmentMap(const std::vector<std::string>& keys,
-                                              const std::vector<std::string>& values) {
-  std::map<std::string, std::string> map;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    map[keys[i]] = i < values.size() ? values[i] : std::string();
-  }
-  return map;
-}
-
-std::string FormatSegment(const std::vector<std::string>& keys,
-                          const std::vector<std::string>& values) {
-  if (keys.empty()) return "all adapters";
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const std::string value = i < values.size() && !values[i].empty() ? values[i] : "(none)";
-    parts.push_back(absl::StrCat(keys[i], "=", value));
-  }
-  return absl::StrJoin(parts, ", ");
 }
 
 }  // namespace rxfleet::experiments
