@@ -8,8 +8,7 @@
 // server at one shared address; the agent's probe binds to the netdev and so measures its own
 // adapter's shaped link.
 //
-// Skips (with the reason) when not root, when this build's Experiment document has no probe
-// block or probe metric, or when the agent does not announce the `probes` capability.
+// Skips (with the reason) when not root or without `ip`/`iperf3`.
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -127,26 +126,17 @@ class ProbeExperimentTest : public ::testing::Test {
         absl::StrReplaceAll(kExperiment, {{"SERVER", fleet_->server_address()}});
     absl::StatusOr<experiments::Experiment> parsed =
         experiments::ParseExperiment(document, "probe-e2e.yaml");
-    if (!parsed.ok()) {
-      GTEST_SKIP() << "this build's Experiment document has no probe support (spec.probe, "
-                      "probe_rx_throughput_bps): "
-                   << parsed.status();
-    }
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
     experiment_ = experiments::ExperimentToProto(*parsed);
 
     ASSERT_TRUE(WriteTextFile(dir_.File("lab.yaml"), Lab(*fleet_)).ok());
 
-    absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(
+    absl::StatusOr<testing::StartedServer> server = testing::StartServerProcess(
         {BinaryPath("server/rxfleet-server"), "--insecure", "--listen", "127.0.0.1:0", "--db",
          dir_.File("server.db"), "--http-listen", "none", "--push-debounce", "50ms"});
     ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    absl::StatusOr<std::string> line =
-        server_->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(30));
-    ASSERT_TRUE(line.ok()) << server_->Text(Stream::kStderr);
-    const int port = testing::NumberAfter(*line, "(port ");
-    ASSERT_GT(port, 0) << *line;
-    const std::string address = absl::StrCat("127.0.0.1:", port);
+    server_ = std::move(server->child);
+    const std::string address = absl::StrCat("127.0.0.1:", server->port);
     fleet_service_ =
         v1::FleetService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
 
@@ -199,7 +189,8 @@ class ProbeExperimentTest : public ::testing::Test {
     return samples.ok() ? *samples : std::vector<agent::telemetry::Sample>{};
   }
 
-  // Waits for the host's stream with the `probes` capability; false (with a skip) without it.
+  // Waits for the host's stream; true when it is connected and announces `probes` (a failure
+  // is added otherwise).
   bool ConnectedWithProbes() {
     if (!WaitFor([&] { return Host().has_value() && Host()->status().connected(); },
                  absl::Seconds(60))) {
@@ -209,7 +200,11 @@ class ProbeExperimentTest : public ::testing::Test {
     const std::optional<v1::Host> host = Host();
     if (!host.has_value()) return false;
     const auto& capabilities = host->status().capabilities();
-    return std::find(capabilities.begin(), capabilities.end(), "probes") != capabilities.end();
+    if (std::find(capabilities.begin(), capabilities.end(), "probes") == capabilities.end()) {
+      ADD_FAILURE() << "the agent does not announce the `probes` capability";
+      return false;
+    }
+    return true;
   }
 
   void TearDown() override {
@@ -273,15 +268,7 @@ class ProbeExperimentTest : public ::testing::Test {
 };
 
 TEST_F(ProbeExperimentTest, ProbesAloneGiveAConclusiveReportOnAnIdleFleet) {
-  ASSERT_TRUE(WaitFor([&] { return Host().has_value() && Host()->status().connected(); },
-                      absl::Seconds(60)))
-      << Logs();
-  const v1::Host host = *Host();
-  const auto& capabilities = host.status().capabilities();
-  if (std::find(capabilities.begin(), capabilities.end(), "probes") == capabilities.end()) {
-    GTEST_SKIP() << "the agent does not announce the `probes` capability (it runs no iperf3 "
-                    "probes in this build)";
-  }
+  ASSERT_TRUE(ConnectedWithProbes());
   // The built-in default: 32 µs at SuperSpeed.
   ASSERT_TRUE(WaitFor([&] { return AllObserve(32); }, absl::Seconds(90))) << Logs();
 
@@ -356,9 +343,7 @@ TEST_F(ProbeExperimentTest, ProbesAloneGiveAConclusiveReportOnAnIdleFleet) {
 // iperf3 server as far as the server can tell): the server gives each its own slot of the
 // minute (PolicyBundle.probe_slots), and the agent runs each probe in its slot.
 TEST_F(ProbeExperimentTest, ServerPolicyProbesAreStaggeredAcrossAdapters) {
-  if (!ConnectedWithProbes()) {
-    GTEST_SKIP() << "the agent does not announce the `probes` capability";
-  }
+  ASSERT_TRUE(ConnectedWithProbes());
   constexpr absl::Duration kDuration = absl::Seconds(2);
   v1::ApplyPolicyRequest apply;
   v1::Policy* policy = apply.mutable_policy();
