@@ -17,6 +17,7 @@
 namespace rxfleet::server {
 namespace {
 
+using testing::Deadline;
 using ::testing::HasSubstr;
 using testing::ReportedAdapter;
 using testing::TestAgent;
@@ -25,11 +26,6 @@ using testing::ToAbsl;
 using testing::WaitFor;
 
 constexpr size_t kLimit = 64 << 10;
-
-grpc::ClientContext* Deadline(grpc::ClientContext* context) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-  return context;
-}
 
 std::unique_ptr<TestServer> SmallBundleServer() {
   FleetServerOptions options;

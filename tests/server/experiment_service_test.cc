@@ -21,6 +21,7 @@
 namespace rxfleet::server {
 namespace {
 
+using testing::Deadline;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::ReportedAdapter;
@@ -29,11 +30,6 @@ using testing::TestServer;
 using testing::WaitFor;
 
 constexpr char kName[] = "hold-ab";
-
-grpc::ClientContext* Deadline(grpc::ClientContext* context) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-  return context;
-}
 
 v1::Experiment HoldExperiment() {
   v1::Experiment e;

@@ -16,17 +16,13 @@
 namespace rxfleet::server {
 namespace {
 
+using testing::Deadline;
 using ::testing::HasSubstr;
 using testing::ReportedAdapter;
 using testing::TestAgent;
 using testing::TestServer;
 using testing::ToAbsl;
 using testing::WaitFor;
-
-grpc::ClientContext* Deadline(grpc::ClientContext* context) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-  return context;
-}
 
 v1::AdapterSelector Speeds(std::initializer_list<v1::UsbSpeed> speeds) {
   v1::AdapterSelector selector;

@@ -17,6 +17,7 @@
 namespace rxfleet::server {
 namespace {
 
+using testing::Deadline;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::ReportedAdapter;
@@ -25,11 +26,6 @@ using testing::TestServer;
 using testing::WaitFor;
 
 constexpr char kExperiment[] = "hold-ab";
-
-grpc::ClientContext* Deadline(grpc::ClientContext* context) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-  return context;
-}
 
 // Two arms whose holds no policy of this test and no built-in default uses; periods of ten
 // minutes, so the arm in effect does not change during the test.

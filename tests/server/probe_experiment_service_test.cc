@@ -21,6 +21,7 @@
 namespace rxfleet::server {
 namespace {
 
+using testing::Deadline;
 using ::testing::HasSubstr;
 using testing::ReportedAdapter;
 using testing::TestAgent;
@@ -28,11 +29,6 @@ using testing::TestServer;
 using testing::WaitFor;
 
 constexpr char kName[] = "probe-loss";
-
-grpc::ClientContext* Deadline(grpc::ClientContext* context) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-  return context;
-}
 
 v1::Experiment ProbeExperiment() {
   v1::Experiment e;

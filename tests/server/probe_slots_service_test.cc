@@ -20,15 +20,11 @@
 namespace rxfleet::server {
 namespace {
 
+using testing::Deadline;
 using testing::ReportedAdapter;
 using testing::TestAgent;
 using testing::TestServer;
 using testing::WaitFor;
-
-grpc::ClientContext* Deadline(grpc::ClientContext* context) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-  return context;
-}
 
 // Hello (labels board=`board`, the `probes` capability when `probes`) and an inventory of
 // `adapters` (ids).

@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "rxfleet/v1/agent_service.grpc.pb.h"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
@@ -117,5 +118,11 @@ v1::Adapter ReportedAdapter(const std::string& id, v1::UsbSpeed speed, uint32_t 
 
 /// grpc::Status -> absl::Status (same codes).
 absl::Status ToAbsl(const grpc::Status& status);
+
+/// Sets a 20 s deadline on `context` and returns it, for one unary call of a test.
+inline grpc::ClientContext* Deadline(grpc::ClientContext* context) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+  return context;
+}
 
 }  // namespace rxfleet::server::testing
