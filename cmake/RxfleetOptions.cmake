@@ -48,3 +48,29 @@ function(rxfleet_test name)
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABEL}" TIMEOUT ${ARG_TIMEOUT}
                                           ENVIRONMENT "${env}")
 endfunction()
+
+# rxfleet_postgres_tests(TEST ...)
+#   The tests need a PostgreSQL server: they get the ctest fixture "postgres" (one throwaway
+#   server per build tree, started by tests/support/postgres-fixture before the first of them
+#   and stopped after the last) and RXFLEET_TEST_PG_DIR, the directory of its Unix socket.
+#   Each test creates its own databases there (tests/support/postgres.h).
+function(rxfleet_postgres_tests)
+  string(MD5 tree_hash "${CMAKE_BINARY_DIR}")
+  string(SUBSTRING "${tree_hash}" 0 10 tree_hash)
+  set(dir "/tmp/rxfleet-test-pg-${tree_hash}")
+  get_property(defined GLOBAL PROPERTY RXFLEET_POSTGRES_FIXTURE)
+  if(NOT defined)
+    set_property(GLOBAL PROPERTY RXFLEET_POSTGRES_FIXTURE TRUE)
+    set(script ${PROJECT_SOURCE_DIR}/tests/support/postgres-fixture)
+    add_test(NAME postgres_fixture_start COMMAND ${script} start ${dir})
+    add_test(NAME postgres_fixture_stop COMMAND ${script} stop ${dir})
+    set_tests_properties(postgres_fixture_start PROPERTIES FIXTURES_SETUP postgres
+                                                           LABELS fixture TIMEOUT 120)
+    set_tests_properties(postgres_fixture_stop PROPERTIES FIXTURES_CLEANUP postgres
+                                                          LABELS fixture TIMEOUT 60)
+  endif()
+  foreach(test ${ARGN})
+    set_property(TEST ${test} APPEND PROPERTY FIXTURES_REQUIRED postgres)
+    set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "RXFLEET_TEST_PG_DIR=${dir}")
+  endforeach()
+endfunction()

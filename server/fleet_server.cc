@@ -149,24 +149,31 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   FleetServer& s = *server;
 
   // One server per database: two would each keep their own bundle versions and registry and
-  // overwrite each other's writes. `rxfleet-server tokens` does not take this lock.
-  const std::string lock_path = options.db_path + ".lock";
-  s.db_lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (s.db_lock_fd_ < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot open the database lock ", lock_path, ": ", std::strerror(errno)));
-  }
-  if (::flock(s.db_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    return error == EWOULDBLOCK
-               ? absl::FailedPreconditionError(absl::StrCat(
-                     "database ", options.db_path,
-                     " is in use by another rxfleet-server (it holds ", lock_path, ")"))
-               : absl::FailedPreconditionError(
-                     absl::StrCat("cannot lock ", lock_path, ": ", std::strerror(error)));
+  // overwrite each other's writes. SQLite: a lock file beside the database; PostgreSQL: the
+  // store's server lock (StoreOptions.exclusive). `rxfleet-server tokens` takes neither.
+  const bool postgres = IsPostgresUri(options.db_path);
+  if (!postgres) {
+    const std::string lock_path = options.db_path + ".lock";
+    s.db_lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s.db_lock_fd_ < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot open the database lock ", lock_path, ": ", std::strerror(errno)));
+    }
+    if (::flock(s.db_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      return error == EWOULDBLOCK
+                 ? absl::FailedPreconditionError(absl::StrCat(
+                       "database ", options.db_path,
+                       " is in use by another rxfleet-server (it holds ", lock_path, ")"))
+                 : absl::FailedPreconditionError(
+                       absl::StrCat("cannot lock ", lock_path, ": ", std::strerror(error)));
+    }
   }
 
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({options.db_path});
+  StoreOptions store_options;
+  store_options.path = options.db_path;
+  store_options.exclusive = postgres;
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(store_options);
   if (!store.ok()) return store.status();
   s.store_ = *std::move(store);
   absl::StatusOr<StoredState> state = s.store_->Load(options.max_events);
@@ -350,7 +357,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
           options.tls.has_value() ? "TLS, agent certificates and operator tokens required"
                                   : "INSECURE: plaintext, no authentication",
           "), HTTP ", s.http_ != nullptr ? absl::StrCat("on port ", s.http_->port()) : "off",
-          ", database ", options.db_path, ", bundle version ", snapshot->bundle_version, ", ",
+          ", database ", s.store_->path(), ", bundle version ", snapshot->bundle_version, ", ",
           snapshot->policies.size(), " policies, ", s.registry_->counts().hosts, " hosts"));
   return server;
 }

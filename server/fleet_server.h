@@ -61,7 +61,7 @@ inline constexpr size_t kMinBundleBytes = 64 << 10;
 struct FleetServerOptions {
   /// gRPC listen address HOST:PORT (port 0 = any free port; read grpc_port()).
   std::string listen = std::string(kDefaultListen);
-  /// SQLite database file (see server/store/store.h).
+  /// SQLite database file, or a PostgreSQL connection URI (see server/store/store.h).
   std::string db_path;
   /// HTTP listen address for /metrics and /sd/agents; empty disables HTTP.
   std::string http_listen;
@@ -152,8 +152,8 @@ class FleetServer {
  public:
   /// Opens the database, loads the state and starts serving. Errors: InvalidArgument for bad
   /// options, the store's errors (see Store::Open), FailedPrecondition if another
-  /// rxfleet-server holds the database (its `<db_path>.lock`), Unavailable if a port cannot be
-  /// bound.
+  /// rxfleet-server holds the database (SQLite: its `<db_path>.lock`; PostgreSQL: the store's
+  /// server lock), Unavailable if a port cannot be bound or the database cannot be reached.
   static absl::StatusOr<std::unique_ptr<FleetServer>> Start(const FleetServerOptions& options);
 
   /// Shutdown(absl::Seconds(5)) if not done yet.

@@ -74,7 +74,8 @@ int RunTokens(CLI::App& tokens, const std::string& db_path, const std::string& n
   // Only `create` may start a new database (setting tokens up before the first server start);
   // listing or revoking on a mistyped path must not look like "no tokens".
   std::error_code exists_error;
-  if (!tokens.got_subcommand("create") && !std::filesystem::exists(db_path, exists_error)) {
+  if (!tokens.got_subcommand("create") && !rxfleet::server::IsPostgresUri(db_path) &&
+      !std::filesystem::exists(db_path, exists_error)) {
     std::cerr << "rxfleet-server tokens: no database at " << db_path
               << " (check --db; `tokens create` creates one)\n";
     return kExitRuntime;
@@ -169,9 +170,11 @@ int main(int argc, char** argv) {
       ->default_val(options.listen)
       ->type_name("HOST:PORT");
   app.add_option("--db", options.db_path,
-                 "SQLite database file (created with its directory if missing)")
+                 "SQLite database file (created with its directory if missing), or a "
+                 "PostgreSQL connection URI postgresql://USER@HOST:PORT/DBNAME (the database "
+                 "must exist; unset parts from the PG* environment variables)")
       ->default_val(options.db_path)
-      ->type_name("PATH");
+      ->type_name("PATH|URI");
   app.add_option("--http-listen", options.http_listen,
                  "HTTP listen address for /metrics, /sd/agents and /healthz, or 'none'")
       ->default_val(options.http_listen)
@@ -313,9 +316,10 @@ int main(int argc, char** argv) {
   CLI::App* revoke = tokens->add_subcommand("revoke", "Revoke a token at once: tokens revoke NAME");
   revoke->add_option("NAME", token_name, "Token name")->required();
   for (CLI::App* sub : {create, list, revoke}) {
-    sub->add_option("--db", options.db_path, "SQLite database file of the server")
+    sub->add_option("--db", options.db_path,
+                    "Database of the server: SQLite file or postgresql:// URI")
         ->default_val(options.db_path)
-        ->type_name("PATH");
+        ->type_name("PATH|URI");
   }
 
   try {

@@ -1,10 +1,5 @@
 #include "server/store/sqlite_util.h"
 
-#include "absl/base/const_init.h"
-#include "absl/random/random.h"
-#include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
-
 namespace rxfleet::server {
 
 using common::ToAbslView;
@@ -29,14 +24,6 @@ absl::Status StatusFromSqlite(const SQLite::Exception& e, std::string_view what,
     default:
       return absl::InternalError(message);
   }
-}
-
-std::string NewUid() {
-  static absl::Mutex mu(absl::kConstInit);
-  static absl::BitGen* gen = new absl::BitGen();
-  absl::MutexLock lock(&mu);
-  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(*gen),
-                         absl::Uniform<uint64_t>(*gen));
 }
 
 int64_t ReadMeta(SQLite::Database& db, const char* key) {

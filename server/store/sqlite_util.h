@@ -24,9 +24,6 @@ namespace rxfleet::server {
 absl::Status StatusFromSqlite(const SQLite::Exception& e, std::string_view what,
                               std::string_view path);
 
-/// A random 128-bit id as 32 hex digits (metadata.uid).
-std::string NewUid();
-
 /// The integer under `key` in the meta table; throws SQLite::Exception (CORRUPT) if missing.
 int64_t ReadMeta(SQLite::Database& db, const char* key);
 void WriteMeta(SQLite::Database& db, const char* key, int64_t value);

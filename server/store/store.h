@@ -1,21 +1,27 @@
 #pragma once
 
-// Durable state of rxfleet-server in one SQLite file: policies with resource versions, the
-// bundle version, the host/adapter registry, fleet events, experiments and their metric
-// windows.
+// Durable state of rxfleet-server: policies with resource versions, the bundle version, the
+// host/adapter registry, fleet and audit events, experiments and their metric windows. One
+// interface, two implementations with the same semantics (the store test suite runs against
+// both):
 //
-// Durability: WAL journal with synchronous=FULL, so a call that returned OK survives a
-// `kill -9` or a power cut. Every write is one transaction (BEGIN IMMEDIATE): a failed write
-// (database locked, disk full, read-only file, I/O error) rolls back completely, is returned to
-// the caller with SQLite's reason, and leaves the store usable.
+// - SQLite (server/store/sqlite_store.h), the default: one file, one server process;
+// - PostgreSQL (server/store/postgres_store.h), selected by a postgresql:// (or postgres://)
+//   connection URI.
 //
-// Schema: versioned migrations recorded in `schema_migrations` (server/store/schema.h); Open
-// applies the missing ones and refuses a file whose schema is newer than this program knows.
-// Policies, registry and events: store.cc; experiments and metric windows:
-// store_experiments.cc.
+// Durability: a call that returned OK is committed (SQLite: WAL with synchronous=FULL;
+// PostgreSQL: a committed transaction). Every write is one transaction: a failed write rolls
+// back completely, is returned with the database's reason, and leaves the store usable (the
+// PostgreSQL store reconnects by itself on its next call).
 //
-// Thread-safety: all methods may be called from any thread; calls are serialised on the one
-// connection.
+// Errors of every method, by code: Unavailable (database locked or unreachable: retry later),
+// ResourceExhausted (disk or size limit full), FailedPrecondition (the file or database cannot
+// be used as it is: read-only, not a database, newer schema, refused credentials), Internal
+// (anything else); InvalidArgument and NotFound/Aborted/AlreadyExists where a method says so.
+// Messages name the operation, the database (never a password) and the database's reason.
+//
+// Thread-safety: all methods may be called from any thread; each implementation serialises its
+// calls on one connection.
 
 #include <cstdint>
 #include <functional>
@@ -25,10 +31,8 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "rxfleet/v1/adapter.pb.h"
@@ -38,25 +42,33 @@
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
 
-namespace SQLite {
-class Database;
-}  // namespace SQLite
-
 namespace rxfleet::server {
 
 /// Default database path of the packaged server.
 inline constexpr std::string_view kDefaultDatabasePath = "/var/lib/rxfleet/server.db";
 
+/// True if `database` names a PostgreSQL database: it starts with "postgresql://" or
+/// "postgres://" (libpq connection URIs; "postgresql://" alone takes everything from the PG*
+/// environment variables).
+bool IsPostgresUri(std::string_view database);
+
 struct StoreOptions {
-  /// Database file. Its directory is created (mode 0750) if missing; the file is created if
-  /// missing.
+  /// SQLite: the database file; its directory is created (mode 0750) and the file is created
+  /// if missing. PostgreSQL: a libpq connection URI (IsPostgresUri); the database must exist,
+  /// its schema is created on first use.
   std::string path = std::string(kDefaultDatabasePath);
   /// How long a write waits for a lock held by another connection before failing with
-  /// Unavailable. [0, 1 min].
+  /// Unavailable (SQLite busy timeout; PostgreSQL lock_timeout), and PostgreSQL's connect
+  /// timeout. [0, 1 min].
   absl::Duration busy_timeout = absl::Seconds(5);
-  /// Largest size the database file may grow to, in bytes (SQLite max_page_count); a write
-  /// that needs more fails with ResourceExhausted, like on a full disk. 0 = no limit.
+  /// SQLite only: largest size the database file may grow to, in bytes (max_page_count); a
+  /// write that needs more fails with ResourceExhausted, like on a full disk. 0 = no limit.
   uint64_t max_size_bytes = 0;
+  /// PostgreSQL only: hold a session advisory lock on the database for the store's lifetime,
+  /// so a second server on the same database fails to open with FailedPrecondition (the
+  /// SQLite server takes a lock file instead). Local commands (`rxfleet-server tokens`) open
+  /// without it.
+  bool exclusive = false;
 };
 
 /// Result of ApplyPolicy.
@@ -132,26 +144,29 @@ struct WindowCounts {
 
 class Store {
  public:
-  /// Latest schema version this program writes.
-  static int LatestSchemaVersion();
-
-  /// Opens (creating if needed) and migrates the database. Errors: InvalidArgument for bad
-  /// options; FailedPrecondition if the file is not an SQLite database, its schema is newer
-  /// than LatestSchemaVersion(), or the directory cannot be created; Unavailable if it is
-  /// locked; Internal for other SQLite errors. Messages name the path.
+  /// Opens (creating if needed) and migrates the database named by options.path: PostgreSQL
+  /// if IsPostgresUri(path), else an SQLite file. Errors: InvalidArgument for bad options;
+  /// FailedPrecondition if the file is not an SQLite database, the schema is newer than this
+  /// program's, the directory cannot be created, the PostgreSQL database does not exist or
+  /// refuses the credentials, or (exclusive) another server holds it; Unavailable if it is
+  /// locked or unreachable; Internal for other errors.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
 
-  ~Store();
+  virtual ~Store() = default;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  const std::string& path() const { return path_; }
+  /// The database for messages: the SQLite path, or "user@host:port/dbname" (no password).
+  virtual const std::string& path() const = 0;
 
-  /// Schema version of the open file (== LatestSchemaVersion() after Open).
-  absl::StatusOr<int> SchemaVersion();
+  /// Latest schema version this program writes for this kind of database (each backend
+  /// numbers its own migrations).
+  virtual int LatestSchemaVersion() const = 0;
+  /// Schema version of the open database (== LatestSchemaVersion() after Open).
+  virtual absl::StatusOr<int> SchemaVersion() = 0;
 
   /// Loads policies, bundle version, hosts/adapters and the newest `max_events` events.
-  absl::StatusOr<StoredState> Load(size_t max_events);
+  virtual absl::StatusOr<StoredState> Load(size_t max_events) = 0;
 
   /// Creates or replaces a policy (metadata.name must be set; the caller has validated it).
   /// metadata.resource_version is the precondition: empty = unconditional; set = must equal
@@ -159,14 +174,15 @@ class Store {
   /// get it again and retry") or, if the policy does not exist, Aborted("policy X does not
   /// exist (you have resource version 5); ..."). generation starts at 1 and grows when the spec
   /// changes; resource_version is the store-wide revision of the write (decimal, monotonic).
-  /// A changed write bumps the bundle version in the same transaction. Write errors: see
-  /// StatusFromSqlite (Unavailable, ResourceExhausted, FailedPrecondition, Internal).
-  absl::StatusOr<PolicyWriteResult> ApplyPolicy(const v1::Policy& policy, absl::Time now);
+  /// A changed write bumps the bundle version in the same transaction. Write errors: see the
+  /// top of this file (Unavailable, ResourceExhausted, FailedPrecondition, Internal).
+  virtual absl::StatusOr<PolicyWriteResult> ApplyPolicy(const v1::Policy& policy,
+                                                        absl::Time now) = 0;
 
   /// Deletes a policy. NotFound if it does not exist; Aborted if `resource_version` is set and
   /// differs from the stored one. Bumps the bundle version in the same transaction.
-  absl::StatusOr<PolicyDeleteResult> DeletePolicy(std::string_view name,
-                                                  std::string_view resource_version);
+  virtual absl::StatusOr<PolicyDeleteResult> DeletePolicy(std::string_view name,
+                                                          std::string_view resource_version) = 0;
 
   /// Persists registry changes and new/updated events in one transaction: each HostRecord
   /// replaces the stored host and, if adapters_changed, all its adapters; events are upserted by
@@ -175,60 +191,60 @@ class Store {
   /// `max_events` and those whose last_time is before `events_min_time`, and audit events whose
   /// last_time is before `audit_min_time` (audit is never pruned by the volume of other events).
   /// `local_audit_done`: ids of LocalAuditEvents now in `events` (or saved before), deleted in
-  /// the same transaction so each is recorded once and never lost.
-  absl::Status SaveRegistry(absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events,
-                            size_t max_events, absl::Time events_min_time,
-                            absl::Span<const int64_t> local_audit_done = {},
-                            absl::Time audit_min_time = absl::InfinitePast());
+  /// the same transaction so each is recorded once and never lost. (Pass {} and
+  /// absl::InfinitePast() for none.)
+  virtual absl::Status SaveRegistry(absl::Span<const HostRecord> hosts,
+                                    absl::Span<const v1::Event> events, size_t max_events,
+                                    absl::Time events_min_time,
+                                    absl::Span<const int64_t> local_audit_done,
+                                    absl::Time audit_min_time) = 0;
 
   /// Queues an audit event of a local command for the server (running or started later).
   /// Write errors as ApplyPolicy.
-  absl::Status AddLocalAudit(const v1::Event& event, absl::Time now);
+  virtual absl::Status AddLocalAudit(const v1::Event& event, absl::Time now) = 0;
   /// The queued local audit events, oldest first.
-  absl::StatusOr<std::vector<LocalAuditEvent>> PendingLocalAudit();
+  virtual absl::StatusOr<std::vector<LocalAuditEvent>> PendingLocalAudit() = 0;
 
   /// Bumps the bundle version by one without changing policies (experiment assignments
   /// changed) and returns the new version.
-  absl::StatusOr<uint64_t> BumpBundleVersion();
+  virtual absl::StatusOr<uint64_t> BumpBundleVersion() = 0;
 
   /// Stores a new experiment (metadata.name set, validated by the caller): sets
   /// metadata.uid, resource_version (the store-wide revision), generation 1 and
   /// create_time = `now`; returns it as stored. AlreadyExists if the name is taken (also by a
   /// stopped or completed experiment). Write errors as ApplyPolicy.
-  absl::StatusOr<v1::Experiment> CreateExperiment(const v1::Experiment& experiment, absl::Time now);
+  virtual absl::StatusOr<v1::Experiment> CreateExperiment(const v1::Experiment& experiment,
+                                                          absl::Time now) = 0;
   /// Replaces the status of a stored experiment (spec and metadata other than
   /// resource_version/update_time are kept) and returns it with a new resource_version.
   /// NotFound if it does not exist.
-  absl::StatusOr<v1::Experiment> UpdateExperimentStatus(std::string_view name,
-                                                        const v1::ExperimentStatus& status,
-                                                        absl::Time now);
+  virtual absl::StatusOr<v1::Experiment> UpdateExperimentStatus(std::string_view name,
+                                                                const v1::ExperimentStatus& status,
+                                                                absl::Time now) = 0;
   /// Deletes a stored experiment and its metric windows in one transaction. NotFound if it
   /// does not exist; write errors as ApplyPolicy.
-  absl::Status DeleteExperiment(std::string_view name);
+  virtual absl::Status DeleteExperiment(std::string_view name) = 0;
   /// Every stored experiment, ordered by create time (oldest first).
-  absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments();
+  virtual absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments() = 0;
 
   /// Appends metric windows in one transaction (all or nothing).
-  absl::Status AddWindows(absl::Span<const StoredWindow> windows);
+  virtual absl::Status AddWindows(absl::Span<const StoredWindow> windows) = 0;
   /// Calls `fn` for every stored window of `experiment`, in arrival order; `segment_keys` is
   /// the number of segment keys of the experiment. Errors: read errors; FailedPrecondition
   /// naming the row when a record does not parse.
-  absl::Status ForEachWindow(
+  virtual absl::Status ForEachWindow(
       std::string_view experiment,
       const std::function<void(const std::string& host_id, std::vector<std::string> segment,
-                               const v1::MetricWindow& window)>& fn);
+                               const v1::MetricWindow& window)>& fn) = 0;
   /// Stored windows per experiment (experiments without windows are absent).
-  absl::StatusOr<std::map<std::string, WindowCounts>> CountWindows();
+  virtual absl::StatusOr<std::map<std::string, WindowCounts>> CountWindows() = 0;
   /// Deletes the windows of experiments whose status.end_time is before `ended_before`;
   /// returns how many were deleted.
-  absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before);
+  virtual absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(
+      absl::Time ended_before) = 0;
 
- private:
-  explicit Store(std::string path);
-
-  const std::string path_;
-  absl::Mutex mu_;
-  std::unique_ptr<SQLite::Database> db_ ABSL_GUARDED_BY(mu_);
+ protected:
+  Store() = default;
 };
 
 }  // namespace rxfleet::server

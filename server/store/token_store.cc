@@ -5,10 +5,13 @@
 
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/string_view_compat.h"
 #include "server/store/schema.h"
 #include "server/store/sqlite_util.h"
+#include "server/store/store.h"
 
 namespace rxfleet::server {
 namespace {
@@ -26,12 +29,24 @@ TokenRecord ReadRecord(SQLite::Statement& row) {
   return record;
 }
 
-}  // namespace
+// The SQLite token store: its own connection to the server's file.
+class SqliteTokenStore final : public TokenStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& path);
+  absl::StatusOr<CreatedToken> Create(std::string_view name, Role role, std::string_view created_by,
+                                      absl::Time now) override;
+  absl::StatusOr<std::vector<TokenRecord>> List() override;
+  absl::StatusOr<TokenRecord> Revoke(std::string_view name) override;
+  absl::StatusOr<std::optional<TokenRecord>> Find(std::string_view token) override;
 
-TokenStore::~TokenStore() = default;
+ private:
+  absl::Mutex mu_;
+  std::string path_;
+  std::unique_ptr<SQLite::Database> db_ ABSL_GUARDED_BY(mu_);
+};
 
-absl::StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& path) {
-  std::unique_ptr<TokenStore> store(new TokenStore());
+absl::StatusOr<std::unique_ptr<TokenStore>> SqliteTokenStore::Open(const std::string& path) {
+  std::unique_ptr<SqliteTokenStore> store(new SqliteTokenStore());
   store->path_ = path;
   absl::MutexLock lock(&store->mu_);
   try {
@@ -46,8 +61,8 @@ absl::StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& 
   return store;
 }
 
-absl::StatusOr<CreatedToken> TokenStore::Create(std::string_view name, Role role,
-                                                std::string_view created_by, absl::Time now) {
+absl::StatusOr<CreatedToken> SqliteTokenStore::Create(std::string_view name, Role role,
+                                                      std::string_view created_by, absl::Time now) {
   if (absl::Status s = ValidateTokenName(name); !s.ok()) return s;
   absl::StatusOr<std::string> token = GenerateToken();
   if (!token.ok()) return token.status();
@@ -78,7 +93,7 @@ absl::StatusOr<CreatedToken> TokenStore::Create(std::string_view name, Role role
   return created;
 }
 
-absl::StatusOr<std::vector<TokenRecord>> TokenStore::List() {
+absl::StatusOr<std::vector<TokenRecord>> SqliteTokenStore::List() {
   absl::MutexLock lock(&mu_);
   std::vector<TokenRecord> records;
   try {
@@ -91,7 +106,7 @@ absl::StatusOr<std::vector<TokenRecord>> TokenStore::List() {
   return records;
 }
 
-absl::StatusOr<TokenRecord> TokenStore::Revoke(std::string_view name) {
+absl::StatusOr<TokenRecord> SqliteTokenStore::Revoke(std::string_view name) {
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Transaction transaction(*db_);
@@ -113,7 +128,7 @@ absl::StatusOr<TokenRecord> TokenStore::Revoke(std::string_view name) {
   }
 }
 
-absl::StatusOr<std::optional<TokenRecord>> TokenStore::Find(std::string_view token) {
+absl::StatusOr<std::optional<TokenRecord>> SqliteTokenStore::Find(std::string_view token) {
   const std::string hash = HashToken(token);
   absl::MutexLock lock(&mu_);
   try {
@@ -129,6 +144,13 @@ absl::StatusOr<std::optional<TokenRecord>> TokenStore::Find(std::string_view tok
   } catch (const SQLite::Exception& e) {
     return StatusFromSqlite(e, "cannot look up the token", path_);
   }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& database) {
+  if (IsPostgresUri(database)) return OpenPostgresTokenStore(database);
+  return SqliteTokenStore::Open(database);
 }
 
 }  // namespace rxfleet::server

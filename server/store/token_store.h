@@ -1,10 +1,11 @@
 #pragma once
 
-// Operator tokens in the server's SQLite file (table `tokens`, schema migration 3 of
-// server/store/schema.h; the rest of the file belongs to server/store/store.h). Only SHA-256 hashes
-// of tokens are stored (see server/auth/token.h). The store has its own connection, so
-// `rxfleet-server tokens ...` can change tokens while the server runs, and every lookup reads the
-// file: a revoked token stops working with the next call.
+// Operator tokens in the server's database (table `tokens`; SQLite: schema migration 3 of
+// server/store/schema.h, PostgreSQL: migration 1 of server/store/postgres_schema.cc; the rest
+// of the database belongs to server/store/store.h). Only SHA-256 hashes of tokens are stored
+// (see server/auth/token.h). The token store has its own connection, so
+// `rxfleet-server tokens ...` can change tokens while the server runs, and every lookup reads
+// the database: a revoked token stops working with the next call.
 //
 // Thread-safety: all methods may be called from any thread (serialised on the connection).
 
@@ -15,16 +16,10 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/auth/token.h"
-
-namespace SQLite {
-class Database;
-}  // namespace SQLite
 
 namespace rxfleet::server {
 
@@ -46,34 +41,34 @@ struct CreatedToken {
 
 class TokenStore {
  public:
-  /// Opens `path` (which must exist or be creatable) and migrates its schema (MigrateSchema).
-  /// Errors: FailedPrecondition / Unavailable / Internal with SQLite's reason and the path.
-  static absl::StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& path);
+  /// Opens `database` (an SQLite path, which must exist or be creatable, or a PostgreSQL URI,
+  /// see IsPostgresUri in server/store/store.h) and migrates its schema. Errors:
+  /// FailedPrecondition / Unavailable / Internal with the database's reason and name.
+  static absl::StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& database);
 
-  ~TokenStore();
+  virtual ~TokenStore() = default;
   TokenStore(const TokenStore&) = delete;
   TokenStore& operator=(const TokenStore&) = delete;
 
   /// Creates a token. InvalidArgument for a bad name (see ValidateTokenName); AlreadyExists if
   /// the name is taken (revoke it first to replace it).
-  absl::StatusOr<CreatedToken> Create(std::string_view name, Role role, std::string_view created_by,
-                                      absl::Time now);
+  virtual absl::StatusOr<CreatedToken> Create(std::string_view name, Role role,
+                                              std::string_view created_by, absl::Time now) = 0;
 
   /// Tokens ordered by name.
-  absl::StatusOr<std::vector<TokenRecord>> List();
+  virtual absl::StatusOr<std::vector<TokenRecord>> List() = 0;
 
   /// Deletes the token named `name`; returns its record. NotFound if there is none.
-  absl::StatusOr<TokenRecord> Revoke(std::string_view name);
+  virtual absl::StatusOr<TokenRecord> Revoke(std::string_view name) = 0;
 
   /// The token whose hash matches `token`, or nullopt. Errors only for database failures.
-  absl::StatusOr<std::optional<TokenRecord>> Find(std::string_view token);
+  virtual absl::StatusOr<std::optional<TokenRecord>> Find(std::string_view token) = 0;
 
- private:
+ protected:
   TokenStore() = default;
-
-  absl::Mutex mu_;
-  std::string path_;
-  std::unique_ptr<SQLite::Database> db_ ABSL_GUARDED_BY(mu_);
 };
+
+/// The PostgreSQL token store (server/store/postgres_token_store.cc); use TokenStore::Open.
+absl::StatusOr<std::unique_ptr<TokenStore>> OpenPostgresTokenStore(const std::string& uri);
 
 }  // namespace rxfleet::server

@@ -1,68 +1,121 @@
-// server/store: real SQLite files in temporary directories.
+// server/store: the behaviour both stores promise (server/store/store.h), run against each: a
+// real SQLite file in a temporary directory and a real PostgreSQL database on the test server
+// (ctest fixture "postgres"). What only one backend has is in store_sqlite_test.cc and
+// store_postgres_test.cc.
 #include "server/store/store.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <optional>
+#include <thread>
+
 #include "common/proto/time.h"
-#include "server/store/schema.h"
+#include "server/store/pq.h"
+#include "server/store/token_store.h"
+#include "tests/server/store_test_util.h"
 #include "tests/support/paths.h"
+#include "tests/support/postgres.h"
 
 namespace rxfleet::server {
 namespace {
 
 using ::rxfleet::testing::TempDir;
+using ::rxfleet::testing::TestDatabase;
 using ::testing::HasSubstr;
+using namespace store_test;  // NOLINT(google-build-using-namespace): the records of every test
 
-const absl::Time kNow = absl::FromUnixSeconds(1767225600);
+enum class Backend { kSqlite, kPostgres };
 
-v1::Policy MakePolicy(const std::string& name, uint32_t hold_us,
-                      const std::string& resource_version = "") {
-  v1::Policy policy;
-  policy.mutable_metadata()->set_name(name);
-  policy.mutable_metadata()->set_resource_version(resource_version);
-  policy.mutable_spec()->mutable_settings()->set_hold_us(hold_us);
-  return policy;
-}
+// Another connection holding every lock a store write needs, until destroyed.
+class WriteLock {
+ public:
+  WriteLock(Backend backend, const std::string& where) {
+    if (backend == Backend::kSqlite) {
+      sqlite_.emplace(where, SQLite::OPEN_READWRITE);
+      sqlite_->exec("BEGIN EXCLUSIVE");
+    } else {
+      pg_ = pq::Connection::Open(where, absl::Seconds(5));
+      pg_->Exec("BEGIN");
+      pg_->Exec("LOCK TABLE meta, policies, metric_windows IN ACCESS EXCLUSIVE MODE");
+    }
+  }
+  ~WriteLock() {
+    if (sqlite_.has_value()) sqlite_->exec("ROLLBACK");
+    if (pg_ != nullptr) pg_->Exec("ROLLBACK");
+  }
 
-std::unique_ptr<Store> OpenStore(const std::string& path,
-                                 absl::Duration busy_timeout = absl::Seconds(5)) {
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({path, busy_timeout});
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? *std::move(store) : nullptr;
-}
+ private:
+  std::optional<SQLite::Database> sqlite_;
+  std::unique_ptr<pq::Connection> pg_;
+};
 
-v1::Event MakeEvent(const std::string& name, uint64_t version, absl::Time last_time) {
-  v1::Event event;
-  event.mutable_metadata()->set_name(name);
-  event.mutable_metadata()->set_resource_version(absl::StrCat(version));
-  event.set_reason("Connected");
-  *event.mutable_last_time() = common::TimeToProto(last_time);
-  return event;
-}
+class StoreContractTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Backend::kSqlite) {
+      location_ = dir_.File("var/lib/rxfleet/server.db");  // Open creates the directories
+      return;
+    }
+    if (!rxfleet::testing::PostgresAvailable()) {
+      GTEST_SKIP() << "no test PostgreSQL server: RXFLEET_TEST_PG_DIR is unset (ctest sets it)";
+    }
+    database_.emplace();
+    location_ = database_->uri();
+  }
 
-TEST(StoreTest, FreshDatabaseHasLatestSchemaAndBundleVersionOne) {
-  TempDir dir;
-  // The directory of the file does not exist yet: Open creates it.
-  std::unique_ptr<Store> store = OpenStore(dir.File("var/lib/rxfleet/server.db"));
+  const std::string& location() const { return location_; }
+
+  // Marks the database as written by a newer program (schema version 99).
+  void AddFutureSchemaRow() {
+    if (GetParam() == Backend::kSqlite) {
+      SQLite::Database raw(location_, SQLite::OPEN_READWRITE);
+      raw.exec("INSERT INTO schema_migrations VALUES (99, 'from the future', 0)");
+    } else {
+      pq::Connection::Open(location_, absl::Seconds(5))
+          ->Exec("INSERT INTO schema_migrations VALUES (99, 'from the future', 0)");
+    }
+  }
+
+  TempDir dir_;
+  std::optional<TestDatabase> database_;
+  std::string location_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres),
+                         [](const ::testing::TestParamInfo<Backend>& param) {
+                           return param.param == Backend::kSqlite ? "Sqlite" : "Postgres";
+                         });
+
+TEST_P(StoreContractTest, FreshDatabaseHasLatestSchemaAndBundleVersionOne) {
+  std::unique_ptr<Store> store = OpenStore(location());
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), Store::LatestSchemaVersion());
+  EXPECT_EQ(*store->SchemaVersion(), store->LatestSchemaVersion());
   absl::StatusOr<StoredState> state = store->Load(100);
   ASSERT_TRUE(state.ok()) << state.status();
   EXPECT_EQ(state->bundle_version, 1u);
   EXPECT_TRUE(state->policies.empty());
   EXPECT_TRUE(state->hosts.empty());
   EXPECT_EQ(state->last_event_version, 0u);
-
-  // WAL journal and synchronous=FULL on the file.
-  SQLite::Database raw(dir.File("var/lib/rxfleet/server.db"), SQLite::OPEN_READONLY);
-  EXPECT_EQ(raw.execAndGet("PRAGMA journal_mode").getString(), "wal");
 }
 
-TEST(StoreTest, ApplyAssignsVersionsAndGenerations) {
-  TempDir dir;
-  std::unique_ptr<Store> store = OpenStore(dir.File("server.db"));
+TEST_P(StoreContractTest, MigrationsAreAppliedOnceAndNewerSchemasRefused) {
+  { ASSERT_NE(OpenStore(location()), nullptr); }
+  std::unique_ptr<Store> again = OpenStore(location());
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(*again->SchemaVersion(), again->LatestSchemaVersion());
+  again.reset();
+  AddFutureSchemaRow();
+  absl::StatusOr<std::unique_ptr<Store>> newer = Store::Open({location()});
+  ASSERT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition) << newer.status();
+  EXPECT_THAT(newer.status().message(), HasSubstr("schema version 99"));
+}
+
+TEST_P(StoreContractTest, ApplyAssignsVersionsAndGenerations) {
+  std::unique_ptr<Store> store = OpenStore(location());
   absl::StatusOr<PolicyWriteResult> created = store->ApplyPolicy(MakePolicy("a", 32), kNow);
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_TRUE(created->created);
@@ -105,9 +158,8 @@ TEST(StoreTest, ApplyAssignsVersionsAndGenerations) {
   EXPECT_EQ(other->policy.metadata().resource_version(), "4");
 }
 
-TEST(StoreTest, StaleResourceVersionIsAborted) {
-  TempDir dir;
-  std::unique_ptr<Store> store = OpenStore(dir.File("server.db"));
+TEST_P(StoreContractTest, StaleResourceVersionIsAborted) {
+  std::unique_ptr<Store> store = OpenStore(location());
   ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());       // rv 1
   ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 64, "1"), kNow).ok());  // rv 2
 
@@ -128,9 +180,8 @@ TEST(StoreTest, StaleResourceVersionIsAborted) {
   EXPECT_EQ(state->bundle_version, 3u);
 }
 
-TEST(StoreTest, DeleteChecksExistenceAndPrecondition) {
-  TempDir dir;
-  std::unique_ptr<Store> store = OpenStore(dir.File("server.db"));
+TEST_P(StoreContractTest, DeleteChecksExistenceAndPrecondition) {
+  std::unique_ptr<Store> store = OpenStore(location());
   EXPECT_EQ(store->DeletePolicy("a", "").status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
   EXPECT_EQ(store->DeletePolicy("a", "7").status().code(), absl::StatusCode::kAborted);
@@ -148,9 +199,8 @@ TEST(StoreTest, DeleteChecksExistenceAndPrecondition) {
   EXPECT_EQ(again->policy.metadata().generation(), 1);
 }
 
-TEST(StoreTest, EverythingSurvivesReopen) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
+TEST_P(StoreContractTest, EverythingSurvivesReopen) {
+  const std::string& path = location();
   {
     std::unique_ptr<Store> store = OpenStore(path);
     ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
@@ -161,8 +211,10 @@ TEST(StoreTest, EverythingSurvivesReopen) {
     host.host.mutable_status()->set_last_acked_version(4);
     host.adapters.emplace_back().mutable_metadata()->set_name("port-2-2");
     host.adapters.back().set_host_id("pi5-a");
-    ASSERT_TRUE(
-        store->SaveRegistry({host}, {MakeEvent("e1", 1, kNow)}, 100, kNow - absl::Hours(1)).ok());
+    ASSERT_TRUE(store
+                    ->SaveRegistry({host}, {MakeEvent("e1", 1, kNow)}, 100, kNow - absl::Hours(1),
+                                   {}, absl::InfinitePast())
+                    .ok());
   }
   std::unique_ptr<Store> store = OpenStore(path);
   absl::StatusOr<StoredState> state = store->Load(100);
@@ -183,46 +235,46 @@ TEST(StoreTest, EverythingSurvivesReopen) {
   EXPECT_EQ(next->bundle_version, 5u);
 }
 
-TEST(StoreTest, SaveRegistryReplacesAHostsAdapters) {
-  TempDir dir;
-  std::unique_ptr<Store> store = OpenStore(dir.File("server.db"));
+TEST_P(StoreContractTest, SaveRegistryReplacesAHostsAdapters) {
+  std::unique_ptr<Store> store = OpenStore(location());
   HostRecord host;
   host.host.mutable_metadata()->set_name("h1");
   for (const char* id : {"port-1-1", "port-1-2"}) {
     host.adapters.emplace_back().mutable_metadata()->set_name(id);
   }
-  ASSERT_TRUE(store->SaveRegistry({host}, {}, 100, kNow).ok());
+  ASSERT_TRUE(store->SaveRegistry({host}, {}, 100, kNow, {}, absl::InfinitePast()).ok());
   // A host-only change leaves the stored adapters alone.
   HostRecord host_only;
   host_only.host = host.host;
   host_only.host.mutable_status()->set_last_acked_version(7);
   host_only.adapters_changed = false;
-  ASSERT_TRUE(store->SaveRegistry({host_only}, {}, 100, kNow).ok());
+  ASSERT_TRUE(store->SaveRegistry({host_only}, {}, 100, kNow, {}, absl::InfinitePast()).ok());
   absl::StatusOr<StoredState> kept = store->Load(100);
   ASSERT_EQ(kept->hosts.size(), 1u);
   EXPECT_EQ(kept->hosts[0].host.status().last_acked_version(), 7u);
   EXPECT_EQ(kept->hosts[0].adapters.size(), 2u);
 
   host.adapters.erase(host.adapters.begin());
-  ASSERT_TRUE(store->SaveRegistry({host}, {}, 100, kNow).ok());
+  ASSERT_TRUE(store->SaveRegistry({host}, {}, 100, kNow, {}, absl::InfinitePast()).ok());
   absl::StatusOr<StoredState> state = store->Load(100);
   ASSERT_EQ(state->hosts.size(), 1u);
   ASSERT_EQ(state->hosts[0].adapters.size(), 1u);
   EXPECT_EQ(state->hosts[0].adapters[0].metadata().name(), "port-1-2");
 }
 
-TEST(StoreTest, EventsAreUpsertedByNameAndPruned) {
-  TempDir dir;
-  std::unique_ptr<Store> store = OpenStore(dir.File("server.db"));
+TEST_P(StoreContractTest, EventsAreUpsertedByNameAndPruned) {
+  std::unique_ptr<Store> store = OpenStore(location());
   std::vector<v1::Event> events;
   for (int i = 1; i <= 5; ++i) {
     events.push_back(MakeEvent(absl::StrCat("e", i), i, kNow + absl::Seconds(i)));
   }
-  ASSERT_TRUE(store->SaveRegistry({}, events, 100, kNow - absl::Hours(1)).ok());
+  ASSERT_TRUE(
+      store->SaveRegistry({}, events, 100, kNow - absl::Hours(1), {}, absl::InfinitePast()).ok());
   // e2 folded again: same name, newer version.
   v1::Event folded = MakeEvent("e2", 6, kNow + absl::Seconds(6));
   folded.set_count(2);
-  ASSERT_TRUE(store->SaveRegistry({}, {folded}, 100, kNow - absl::Hours(1)).ok());
+  ASSERT_TRUE(
+      store->SaveRegistry({}, {folded}, 100, kNow - absl::Hours(1), {}, absl::InfinitePast()).ok());
   absl::StatusOr<StoredState> state = store->Load(100);
   ASSERT_EQ(state->events.size(), 5u);
   EXPECT_EQ(state->events.back().metadata().name(), "e2");
@@ -230,204 +282,24 @@ TEST(StoreTest, EventsAreUpsertedByNameAndPruned) {
   EXPECT_EQ(state->last_event_version, 6u);
 
   // Keep at most 3 events, and none older than kNow + 3.5 s.
-  ASSERT_TRUE(store->SaveRegistry({}, {}, 3, kNow + absl::Milliseconds(3500)).ok());
+  ASSERT_TRUE(
+      store->SaveRegistry({}, {}, 3, kNow + absl::Milliseconds(3500), {}, absl::InfinitePast())
+          .ok());
   state = store->Load(100);
   std::vector<std::string> names;
   for (const v1::Event& e : state->events) names.push_back(e.metadata().name());
   EXPECT_THAT(names, ::testing::ElementsAre("e4", "e5", "e2"));
-  ASSERT_TRUE(store->SaveRegistry({}, {}, 100, kNow + absl::Milliseconds(4500)).ok());
+  ASSERT_TRUE(
+      store->SaveRegistry({}, {}, 100, kNow + absl::Milliseconds(4500), {}, absl::InfinitePast())
+          .ok());
   EXPECT_EQ(store->Load(100)->events.size(), 2u);
   // Load returns the newest max_events.
   EXPECT_EQ(store->Load(1)->events.at(0).metadata().name(), "e2");
   EXPECT_EQ(store->Load(100)->last_event_version, 6u);
 }
 
-TEST(StoreTest, LockedDatabaseFailsTheWriteAndKeepsTheStoreUsable) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
-  std::unique_ptr<Store> store = OpenStore(path, absl::Milliseconds(100));
-  ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
-  {
-    // Another process holds the write lock.
-    SQLite::Database other(path, SQLite::OPEN_READWRITE);
-    other.exec("BEGIN EXCLUSIVE");
-    absl::StatusOr<PolicyWriteResult> blocked = store->ApplyPolicy(MakePolicy("b", 32), kNow);
-    ASSERT_EQ(blocked.status().code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(blocked.status().message(), HasSubstr("cannot store policy b"));
-    EXPECT_THAT(blocked.status().message(), HasSubstr(path));
-    EXPECT_THAT(blocked.status().message(), HasSubstr("locked"));
-    other.exec("ROLLBACK");
-  }
-  absl::StatusOr<StoredState> state = store->Load(10);
-  ASSERT_TRUE(state.ok());
-  EXPECT_EQ(state->policies.size(), 1u);
-  EXPECT_EQ(state->bundle_version, 2u);
-  absl::StatusOr<PolicyWriteResult> retried = store->ApplyPolicy(MakePolicy("b", 32), kNow);
-  ASSERT_TRUE(retried.ok()) << retried.status();
-  EXPECT_EQ(retried->bundle_version, 3u);
-}
-
-TEST(StoreTest, FullDatabaseFailsTheWriteWithoutHalfWrites) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
-  StoreOptions options;
-  options.path = path;
-  options.max_size_bytes = 256 * 1024;  // the same SQLITE_FULL a full disk gives
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
-
-  HostRecord small;
-  small.host.mutable_metadata()->set_name("small");
-  HostRecord big;
-  big.host.mutable_metadata()->set_name("big");
-  for (int i = 0; i < 100; ++i) {
-    v1::Adapter& adapter = big.adapters.emplace_back();
-    adapter.mutable_metadata()->set_name(absl::StrCat("port-1-", i));
-    adapter.mutable_status()->set_product(std::string(8000, 'p'));
-  }
-  const absl::Status full = (*store)->SaveRegistry({small, big}, {}, 100, kNow);
-  ASSERT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
-  EXPECT_THAT(full.message(), HasSubstr("cannot save the registry"));
-  EXPECT_THAT(full.message(), HasSubstr("full"));
-
-  // Nothing of the batch was stored, not even the small host; the store keeps working.
-  absl::StatusOr<StoredState> state = (*store)->Load(10);
-  ASSERT_TRUE(state.ok()) << state.status();
-  EXPECT_TRUE(state->hosts.empty());
-  ASSERT_TRUE((*store)->SaveRegistry({small}, {}, 100, kNow).ok());
-  absl::StatusOr<PolicyWriteResult> next = (*store)->ApplyPolicy(MakePolicy("b", 32), kNow);
-  ASSERT_TRUE(next.ok()) << next.status();
-  EXPECT_EQ(next->bundle_version, 3u);
-}
-
-TEST(StoreTest, RefusesNewerSchemaAndForeignFiles) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
-  { ASSERT_NE(OpenStore(path), nullptr); }
-  {
-    SQLite::Database raw(path, SQLite::OPEN_READWRITE);
-    raw.exec("INSERT INTO schema_migrations VALUES (99, 'from the future', 0)");
-  }
-  absl::StatusOr<std::unique_ptr<Store>> newer = Store::Open({path});
-  ASSERT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(newer.status().message(), HasSubstr("schema version 99"));
-
-  const std::string junk = dir.File("junk.db");
-  ASSERT_TRUE(rxfleet::testing::WriteTextFile(junk, std::string(4096, 'x')).ok());
-  absl::StatusOr<std::unique_ptr<Store>> foreign = Store::Open({junk});
-  ASSERT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(foreign.status().message(), HasSubstr(junk));
-
-  EXPECT_EQ(Store::Open({""}).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(StoreTest, MigrationsAreRecordedOnce) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
-  { ASSERT_NE(OpenStore(path), nullptr); }
-  { ASSERT_NE(OpenStore(path), nullptr); }
-  SQLite::Database raw(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(raw.execAndGet("SELECT COUNT(*) FROM schema_migrations").getInt(),
-            Store::LatestSchemaVersion());
-}
-
-// Files from before the token table was a migration: the token store had created `tokens`
-// itself on a schema-2 file. Migration 3 keeps the table and its tokens.
-TEST(StoreTest, TokenTableIsAMigrationAndKeepsTokensOfOlderFiles) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
-  {
-    SQLite::Database raw(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    raw.exec(
-        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT "
-        "NULL, applied_time_ns INTEGER NOT NULL);"
-        "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
-        "INSERT INTO meta VALUES ('bundle_version', 1), ('revision', 0), "
-        "('last_event_version', 0);"
-        "CREATE TABLE policies (name TEXT PRIMARY KEY, resource_version INTEGER NOT NULL, "
-        "record BLOB NOT NULL) WITHOUT ROWID;"
-        "CREATE TABLE hosts (id TEXT PRIMARY KEY, record BLOB NOT NULL) WITHOUT ROWID;"
-        "CREATE TABLE adapters (host_id TEXT NOT NULL, id TEXT NOT NULL, record BLOB NOT NULL, "
-        "PRIMARY KEY (host_id, id)) WITHOUT ROWID;"
-        "CREATE TABLE events (resource_version INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
-        "last_time_ns INTEGER NOT NULL, record BLOB NOT NULL);"
-        "CREATE TABLE experiments (name TEXT PRIMARY KEY, create_time_ns INTEGER NOT NULL, "
-        "end_time_ns INTEGER, record BLOB NOT NULL) WITHOUT ROWID;"
-        "CREATE TABLE metric_windows (id INTEGER PRIMARY KEY, experiment TEXT NOT NULL, "
-        "host_id TEXT NOT NULL, valid INTEGER NOT NULL, segment_count INTEGER NOT NULL, "
-        "segment TEXT NOT NULL, record BLOB NOT NULL);"
-        "INSERT INTO schema_migrations VALUES (1, 'one', 0), (2, 'two', 0);"
-        "CREATE TABLE tokens (name TEXT PRIMARY KEY, role TEXT NOT NULL, hash BLOB NOT NULL "
-        "UNIQUE, create_time_us INTEGER NOT NULL, created_by TEXT NOT NULL) WITHOUT ROWID;"
-        "INSERT INTO tokens VALUES ('ops', 'operator', x'00', 0, 'local administrator');");
-  }
-  std::unique_ptr<Store> store = OpenStore(path);
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), Store::LatestSchemaVersion());
-  SQLite::Database raw(path, SQLite::OPEN_READONLY);
-  EXPECT_EQ(raw.execAndGet("SELECT created_by FROM tokens WHERE name = 'ops'").getString(),
-            "local administrator");
-  EXPECT_EQ(raw.execAndGet("SELECT COUNT(*) FROM schema_migrations WHERE version = 3 AND "
-                           "description = 'operator tokens'")
-                .getInt(),
-            1);
-}
-
-// A file of schema 4 (the release before audit events had their own table) kept audit events
-// among the fleet events. Migration 5 moves them, so the fleet events' count cannot evict them.
-TEST(StoreTest, UpgradeFromSchemaFourMovesAuditEventsOutOfTheFleetEvents) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
-  {
-    SQLite::Database raw(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    ASSERT_TRUE(MigrateSchema(raw, path, 4).ok());
-    ASSERT_EQ(raw.execAndGet("SELECT MAX(version) FROM schema_migrations").getInt(), 4);
-    SQLite::Statement insert(raw, "INSERT INTO events VALUES (?, ?, ?, ?)");
-    auto put = [&](const v1::Event& event, int64_t version) {
-      const std::string record = event.SerializeAsString();
-      insert.bind(1, version);
-      insert.bind(2, event.metadata().name());
-      insert.bind(3, absl::ToUnixNanos(kNow));
-      insert.bind(4, record.data(), static_cast<int>(record.size()));
-      insert.exec();
-      insert.reset();
-    };
-    v1::Event audit = MakeEvent("audit-1", 1, kNow);
-    audit.mutable_audit()->set_actor("token:ops");
-    audit.mutable_audit()->set_action("ApplyPolicy");
-    put(audit, 1);
-    for (int version = 2; version <= 11; ++version) {
-      put(MakeEvent(absl::StrCat("fleet-", version), version, kNow), version);
-    }
-  }
-  std::unique_ptr<Store> store = OpenStore(path);
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(*store->SchemaVersion(), Store::LatestSchemaVersion());
-  {
-    SQLite::Database raw(path, SQLite::OPEN_READONLY);
-    EXPECT_EQ(raw.execAndGet("SELECT name FROM audit_events").getString(), "audit-1");
-    EXPECT_EQ(raw.execAndGet("SELECT COUNT(*) FROM events").getInt(), 10);
-  }
-  // Ten more fleet events with a limit of ten push out every older fleet event, never the
-  // audit event.
-  std::vector<v1::Event> newer;
-  for (int version = 12; version <= 21; ++version) {
-    newer.push_back(MakeEvent(absl::StrCat("fleet-", version), version, kNow));
-  }
-  ASSERT_TRUE(store->SaveRegistry({}, newer, 10, kNow - absl::Hours(1)).ok());
-  absl::StatusOr<StoredState> state = store->Load(10);
-  ASSERT_TRUE(state.ok()) << state.status();
-  ASSERT_EQ(state->events.size(), 11u);
-  EXPECT_EQ(state->events.front().metadata().name(), "audit-1");
-  EXPECT_EQ(state->events.front().audit().action(), "ApplyPolicy");
-}
-
-// `rxfleet-server tokens` queues audit events in the file; a save that persists them takes
-// them off the queue in the same transaction.
-TEST(StoreTest, LocalAuditEventsWaitUntilASaveTakesThem) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
+TEST_P(StoreContractTest, LocalAuditEventsWaitUntilASaveTakesThem) {
+  const std::string& path = location();
   std::unique_ptr<Store> command = OpenStore(path);
   std::unique_ptr<Store> server = OpenStore(path);
   ASSERT_NE(command, nullptr);
@@ -443,12 +315,15 @@ TEST(StoreTest, LocalAuditEventsWaitUntilASaveTakesThem) {
   EXPECT_EQ((*pending)[0].time, kNow);
 
   // A save without the id leaves it queued; a save with it removes it.
-  ASSERT_TRUE(server->SaveRegistry({}, {}, 100, kNow - absl::Hours(1)).ok());
+  ASSERT_TRUE(
+      server->SaveRegistry({}, {}, 100, kNow - absl::Hours(1), {}, absl::InfinitePast()).ok());
   EXPECT_EQ(server->PendingLocalAudit()->size(), 1u);
   v1::Event recorded = MakeEvent("audit-1", 1, kNow);
   *recorded.mutable_audit() = event.audit();
   const int64_t id = (*pending)[0].id;
-  ASSERT_TRUE(server->SaveRegistry({}, {recorded}, 100, kNow - absl::Hours(1), {id}).ok());
+  ASSERT_TRUE(
+      server->SaveRegistry({}, {recorded}, 100, kNow - absl::Hours(1), {id}, absl::InfinitePast())
+          .ok());
   EXPECT_TRUE(server->PendingLocalAudit()->empty());
   absl::StatusOr<StoredState> state = server->Load(100);
   ASSERT_TRUE(state.ok());
@@ -456,23 +331,8 @@ TEST(StoreTest, LocalAuditEventsWaitUntilASaveTakesThem) {
   EXPECT_EQ(state->events[0].audit().actor(), "local administrator (OS user root)");
 }
 
-StoredWindow MakeWindow(const std::string& experiment, const std::string& host,
-                        std::vector<std::string> segment, bool valid) {
-  StoredWindow w;
-  w.experiment = experiment;
-  w.host_id = host;
-  w.segment = std::move(segment);
-  w.window.set_adapter_id("port-1");
-  w.window.set_experiment(experiment);
-  w.window.set_arm("short");
-  w.window.set_rx_bytes(12345);
-  w.window.set_valid(valid);
-  return w;
-}
-
-TEST(StoreTest, ExperimentsAndWindowsSurviveReopen) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
+TEST_P(StoreContractTest, ExperimentsAndWindowsSurviveReopen) {
+  const std::string& path = location();
   {
     std::unique_ptr<Store> store = OpenStore(path);
     v1::Experiment e;
@@ -528,21 +388,100 @@ TEST(StoreTest, ExperimentsAndWindowsSurviveReopen) {
   EXPECT_EQ((*store->CountWindows())["other"].total, 1u);
 }
 
-TEST(StoreTest, LockedDatabaseFailsAWindowWriteAndWritesNothing) {
-  TempDir dir;
-  const std::string path = dir.File("server.db");
-  std::unique_ptr<Store> store = OpenStore(path, absl::Milliseconds(100));
+TEST_P(StoreContractTest, LockedDatabaseFailsTheWriteAndKeepsTheStoreUsable) {
+  std::unique_ptr<Store> store = OpenStore(location(), absl::Milliseconds(100));
+  ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
   {
-    SQLite::Database other(path, SQLite::OPEN_READWRITE);
-    other.exec("BEGIN EXCLUSIVE");
-    const absl::Status blocked = store->AddWindows(
+    WriteLock other(GetParam(), location());
+    absl::StatusOr<PolicyWriteResult> blocked = store->ApplyPolicy(MakePolicy("b", 32), kNow);
+    ASSERT_EQ(blocked.status().code(), absl::StatusCode::kUnavailable) << blocked.status();
+    EXPECT_THAT(blocked.status().message(), HasSubstr("cannot store policy b"));
+    EXPECT_THAT(blocked.status().message(), HasSubstr(store->path()));
+    EXPECT_THAT(blocked.status().message(), HasSubstr("lock"));
+    const absl::Status windows = store->AddWindows(
         {MakeWindow("hold-ab", "h1", {}, true), MakeWindow("hold-ab", "h1", {}, true)});
-    EXPECT_EQ(blocked.code(), absl::StatusCode::kUnavailable);
-    other.exec("ROLLBACK");
+    EXPECT_EQ(windows.code(), absl::StatusCode::kUnavailable) << windows;
   }
+  absl::StatusOr<StoredState> state = store->Load(10);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->policies.size(), 1u);
+  EXPECT_EQ(state->bundle_version, 2u);
   EXPECT_TRUE(store->CountWindows()->empty());
+  absl::StatusOr<PolicyWriteResult> retried = store->ApplyPolicy(MakePolicy("b", 32), kNow);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->bundle_version, 3u);
   EXPECT_TRUE(store->AddWindows({MakeWindow("hold-ab", "h1", {}, true)}).ok());
   EXPECT_EQ((*store->CountWindows())["hold-ab"].total, 1u);
+}
+
+// Two servers' stores on one database (two connections) writing the same policy with the same
+// precondition: exactly one write wins, and every version is used once.
+TEST_P(StoreContractTest, ConcurrentPreconditionedWritesHaveOneWinner) {
+  std::unique_ptr<Store> first = OpenStore(location());
+  std::unique_ptr<Store> second = OpenStore(location());
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  ASSERT_TRUE(first->ApplyPolicy(MakePolicy("a", 32), kNow).ok());  // resource version 1
+  constexpr int kRounds = 20;
+  int wins = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string expected = (*first->Load(1)).policies.at(0).metadata().resource_version();
+    std::atomic<int> ok{0};
+    std::atomic<int> aborted{0};
+    auto write = [&](Store* store, uint32_t hold) {
+      absl::StatusOr<PolicyWriteResult> r =
+          store->ApplyPolicy(MakePolicy("a", hold, expected), kNow);
+      if (r.ok()) ++ok;
+      if (r.status().code() == absl::StatusCode::kAborted) ++aborted;
+    };
+    std::thread a(write, first.get(), 64 + 32 * round);
+    std::thread b(write, second.get(), 1024 - 32 * round);
+    a.join();
+    b.join();
+    EXPECT_EQ(ok.load(), 1) << "round " << round;
+    EXPECT_EQ(aborted.load(), 1) << "round " << round;
+    wins += ok.load();
+  }
+  absl::StatusOr<StoredState> state = first->Load(1);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->bundle_version, 2u + static_cast<uint64_t>(wins));
+  EXPECT_EQ(state->policies.at(0).metadata().resource_version(), absl::StrCat(1 + wins));
+  EXPECT_EQ(state->policies.at(0).metadata().generation(), 1 + wins);
+}
+
+TEST_P(StoreContractTest, TokensAreCreatedFoundListedAndRevoked) {
+  // The token table lives beside the store's tables (the server opens the store first).
+  ASSERT_NE(OpenStore(location()), nullptr);
+  absl::StatusOr<std::unique_ptr<TokenStore>> tokens = TokenStore::Open(location());
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  absl::StatusOr<CreatedToken> created =
+      (*tokens)->Create("ops", Role::kOperator, "local administrator", kNow);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*tokens)->Create("ops", Role::kAdmin, "x", kNow).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ((*tokens)->Create("bad name", Role::kAdmin, "x", kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // Another connection (the server's, while the command runs) sees it at once.
+  absl::StatusOr<std::unique_ptr<TokenStore>> server = TokenStore::Open(location());
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::optional<TokenRecord>> found = (*server)->Find(created->token);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->name, "ops");
+  EXPECT_EQ((*found)->role, Role::kOperator);
+  EXPECT_EQ((*found)->create_time, kNow);
+  EXPECT_FALSE((*(*server)->Find(created->token + "x")).has_value());
+  absl::StatusOr<std::vector<TokenRecord>> listed = (*server)->List();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].created_by, "local administrator");
+
+  absl::StatusOr<TokenRecord> revoked = (*tokens)->Revoke("ops");
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->role, Role::kOperator);
+  EXPECT_FALSE((*(*server)->Find(created->token)).has_value());
+  EXPECT_EQ((*tokens)->Revoke("ops").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -7,20 +7,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
+#include "server/store/records.h"
+#include "server/store/sqlite_store.h"
 #include "server/store/sqlite_util.h"
-#include "server/store/store.h"
 
 namespace rxfleet::server {
 namespace {
 
 using common::ToAbslView;
-
-// Segment values are joined with the ASCII unit separator, which label values cannot hold.
-constexpr char kSegmentSeparator = '\x1f';
 
 std::optional<v1::Experiment> FindExperiment(SQLite::Database& db, std::string_view name) {
   SQLite::Statement query(db, "SELECT record FROM experiments WHERE name = ?");
@@ -48,8 +44,8 @@ void UpsertExperiment(SQLite::Database& db, const v1::Experiment& experiment) {
 
 }  // namespace
 
-absl::StatusOr<v1::Experiment> Store::CreateExperiment(const v1::Experiment& experiment,
-                                                       absl::Time now) {
+absl::StatusOr<v1::Experiment> SqliteStore::CreateExperiment(const v1::Experiment& experiment,
+                                                             absl::Time now) {
   const std::string& name = experiment.metadata().name();
   if (name.empty()) return absl::InvalidArgumentError("experiment metadata.name must be set");
   absl::MutexLock lock(&mu_);
@@ -61,13 +57,7 @@ absl::StatusOr<v1::Experiment> Store::CreateExperiment(const v1::Experiment& exp
           "experiment ", name, " already exists (names are never reused, even after it ended)"));
     }
     const int64_t revision = ReadMeta(db, "revision") + 1;
-    v1::Experiment out = experiment;
-    v1::ObjectMeta* meta = out.mutable_metadata();
-    meta->set_uid(NewUid());
-    meta->set_generation(1);
-    meta->set_resource_version(absl::StrCat(revision));
-    *meta->mutable_create_time() = common::TimeToProto(now);
-    *meta->mutable_update_time() = common::TimeToProto(now);
+    const v1::Experiment out = store_records::NewExperiment(experiment, revision, now);
     UpsertExperiment(db, out);
     WriteMeta(db, "revision", revision);
     transaction.commit();
@@ -77,9 +67,8 @@ absl::StatusOr<v1::Experiment> Store::CreateExperiment(const v1::Experiment& exp
   }
 }
 
-absl::StatusOr<v1::Experiment> Store::UpdateExperimentStatus(std::string_view name,
-                                                             const v1::ExperimentStatus& status,
-                                                             absl::Time now) {
+absl::StatusOr<v1::Experiment> SqliteStore::UpdateExperimentStatus(
+    std::string_view name, const v1::ExperimentStatus& status, absl::Time now) {
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Database& db = *db_;
@@ -101,7 +90,7 @@ absl::StatusOr<v1::Experiment> Store::UpdateExperimentStatus(std::string_view na
   }
 }
 
-absl::Status Store::DeleteExperiment(std::string_view name) {
+absl::Status SqliteStore::DeleteExperiment(std::string_view name) {
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Database& db = *db_;
@@ -121,7 +110,7 @@ absl::Status Store::DeleteExperiment(std::string_view name) {
   }
 }
 
-absl::StatusOr<std::vector<v1::Experiment>> Store::LoadExperiments() {
+absl::StatusOr<std::vector<v1::Experiment>> SqliteStore::LoadExperiments() {
   absl::MutexLock lock(&mu_);
   std::vector<v1::Experiment> out;
   try {
@@ -135,7 +124,7 @@ absl::StatusOr<std::vector<v1::Experiment>> Store::LoadExperiments() {
   return out;
 }
 
-absl::Status Store::AddWindows(absl::Span<const StoredWindow> windows) {
+absl::Status SqliteStore::AddWindows(absl::Span<const StoredWindow> windows) {
   if (windows.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   try {
@@ -150,7 +139,7 @@ absl::Status Store::AddWindows(absl::Span<const StoredWindow> windows) {
       insert.bind(2, w.host_id);
       insert.bind(3, w.window.valid() ? 1 : 0);
       insert.bind(4, static_cast<int64_t>(w.segment.size()));
-      insert.bind(5, absl::StrJoin(w.segment, std::string(1, kSegmentSeparator)));
+      insert.bind(5, store_records::JoinSegment(w.segment));
       BindRecord(insert, 6, w.window, &buffer);
       insert.exec();
       insert.reset();
@@ -162,7 +151,7 @@ absl::Status Store::AddWindows(absl::Span<const StoredWindow> windows) {
   return absl::OkStatus();
 }
 
-absl::Status Store::ForEachWindow(
+absl::Status SqliteStore::ForEachWindow(
     std::string_view experiment,
     const std::function<void(const std::string& host_id, std::vector<std::string> segment,
                              const v1::MetricWindow& window)>& fn) {
@@ -178,11 +167,9 @@ absl::Status Store::ForEachWindow(
       if (!window.ParseFromArray(record.getBlob(), record.getBytes())) {
         throw SQLite::Exception("a record in table metric_windows does not parse", SQLITE_CORRUPT);
       }
-      std::vector<std::string> segment;
-      if (query.getColumn(1).getInt64() > 0) {
-        segment = absl::StrSplit(query.getColumn(2).getString(), kSegmentSeparator);
-      }
-      fn(query.getColumn(0).getString(), std::move(segment), window);
+      fn(query.getColumn(0).getString(),
+         store_records::SplitSegment(query.getColumn(2).getString(), query.getColumn(1).getInt64()),
+         window);
     }
   } catch (const SQLite::Exception& e) {
     return StatusFromSqlite(
@@ -192,7 +179,7 @@ absl::Status Store::ForEachWindow(
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::map<std::string, WindowCounts>> Store::CountWindows() {
+absl::StatusOr<std::map<std::string, WindowCounts>> SqliteStore::CountWindows() {
   absl::MutexLock lock(&mu_);
   std::map<std::string, WindowCounts> out;
   try {
@@ -210,7 +197,8 @@ absl::StatusOr<std::map<std::string, WindowCounts>> Store::CountWindows() {
   return out;
 }
 
-absl::StatusOr<uint64_t> Store::DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before) {
+absl::StatusOr<uint64_t> SqliteStore::DeleteWindowsOfExperimentsEndedBefore(
+    absl::Time ended_before) {
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Database& db = *db_;

@@ -1,0 +1,119 @@
+// Schema of the PostgreSQL store, as numbered migrations recorded in `schema_migrations` (the
+// same scheme as the SQLite file's, server/store/schema.cc, with its own numbers): 1 is the
+// SQLite schema 5 in PostgreSQL types. Text columns use the "C" collation so names order by
+// byte, as in SQLite.
+
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/store/postgres_store.h"
+#include "server/store/pq.h"
+
+namespace rxfleet::server {
+namespace {
+
+struct Migration {
+  int version;
+  const char* description;
+  const char* sql;
+};
+
+constexpr Migration kMigrations[] = {
+    {1, "policies, bundle version, registry, events, experiments, windows, tokens, audit",
+     R"sql(
+      CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value BIGINT NOT NULL);
+      INSERT INTO meta (key, value) VALUES ('bundle_version', 1), ('revision', 0),
+                                           ('last_event_version', 0);
+      CREATE TABLE policies (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        resource_version BIGINT NOT NULL,
+        record BYTEA NOT NULL
+      );
+      CREATE TABLE hosts (id TEXT COLLATE "C" PRIMARY KEY, record BYTEA NOT NULL);
+      CREATE TABLE adapters (
+        host_id TEXT COLLATE "C" NOT NULL,
+        id TEXT COLLATE "C" NOT NULL,
+        record BYTEA NOT NULL,
+        PRIMARY KEY (host_id, id)
+      );
+      CREATE TABLE events (
+        resource_version BIGINT PRIMARY KEY,
+        name TEXT COLLATE "C" NOT NULL UNIQUE,
+        last_time_ns BIGINT NOT NULL,
+        record BYTEA NOT NULL
+      );
+      CREATE INDEX events_by_last_time ON events (last_time_ns);
+      CREATE TABLE audit_events (
+        resource_version BIGINT PRIMARY KEY,
+        name TEXT COLLATE "C" NOT NULL UNIQUE,
+        last_time_ns BIGINT NOT NULL,
+        record BYTEA NOT NULL
+      );
+      CREATE INDEX audit_events_by_last_time ON audit_events (last_time_ns);
+      CREATE TABLE experiments (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        create_time_ns BIGINT NOT NULL,
+        end_time_ns BIGINT,
+        record BYTEA NOT NULL
+      );
+      CREATE TABLE metric_windows (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        experiment TEXT COLLATE "C" NOT NULL,
+        host_id TEXT COLLATE "C" NOT NULL,
+        valid BOOLEAN NOT NULL,
+        segment_count INTEGER NOT NULL,
+        segment TEXT COLLATE "C" NOT NULL,
+        record BYTEA NOT NULL
+      );
+      CREATE INDEX metric_windows_by_experiment ON metric_windows (experiment, id);
+      CREATE TABLE tokens (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        role TEXT NOT NULL,
+        hash BYTEA NOT NULL UNIQUE,
+        create_time_us BIGINT NOT NULL,
+        created_by TEXT NOT NULL
+      );
+      CREATE TABLE local_audit (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        time_ns BIGINT NOT NULL,
+        record BYTEA NOT NULL
+      );
+    )sql"},
+};
+
+// Advisory lock keys of the store (one 64-bit space per database): the migration lock is held
+// for a migration's transaction, the server lock for an exclusive store's session.
+constexpr int64_t kMigrationLock = 0x72786d6967726174;  // "rxmigrat"
+
+}  // namespace
+
+int LatestPostgresSchemaVersion() { return kMigrations[std::size(kMigrations) - 1].version; }
+
+void MigratePostgresSchema(pq::Connection& conn, int target_version) {
+  pq::Transaction transaction(conn);
+  conn.Exec("SELECT pg_advisory_xact_lock($1)", pq::Params().Int(kMigrationLock));
+  conn.ExecScript(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+      "description TEXT NOT NULL, applied_time_ns BIGINT NOT NULL)");
+  const int64_t current =
+      conn.Exec("SELECT COALESCE(MAX(version), 0)::int8 FROM schema_migrations").Int(0, 0);
+  if (current > LatestPostgresSchemaVersion()) {
+    throw pq::Error(
+        "55000", absl::StrCat("the database has schema version ", current,
+                              ", newer than this server supports (", LatestPostgresSchemaVersion(),
+                              "); run a newer rxfleet-server or restore a backup"));
+  }
+  for (const Migration& migration : kMigrations) {
+    if (migration.version <= current || migration.version > target_version) continue;
+    conn.ExecScript(migration.sql);
+    conn.Exec("INSERT INTO schema_migrations VALUES ($1::int8::int4, $2, $3)",
+              pq::Params()
+                  .Int(migration.version)
+                  .Text(migration.description)
+                  .Int(absl::ToUnixNanos(absl::Now())));
+  }
+  transaction.Commit();
+}
+
+}  // namespace rxfleet::server

@@ -1,0 +1,526 @@
+#include "server/store/postgres_store.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/proto/time.h"
+#include "common/string_view_compat.h"
+#include "server/store/pq.h"
+#include "server/store/records.h"
+
+namespace rxfleet::server {
+namespace {
+
+using common::ToAbslView;
+
+// The server lock of an exclusive store (see StoreOptions.exclusive).
+constexpr int64_t kServerLock = 0x72787365727665;  // "rxserve"
+
+// Locks the revision row, serialising configuration writers (see the header); returns the
+// current revision.
+int64_t LockRevision(pq::Connection& conn) {
+  pq::Result row = conn.Exec("SELECT value FROM meta WHERE key = 'revision' FOR UPDATE");
+  if (row.rows() != 1) throw pq::Error("XX001", "meta key 'revision' is missing");
+  return row.Int(0, 0);
+}
+
+void SetRevision(pq::Connection& conn, int64_t revision) {
+  conn.Exec("UPDATE meta SET value = $1 WHERE key = 'revision'", pq::Params().Int(revision));
+}
+
+int64_t ReadMeta(pq::Connection& conn, const char* key) {
+  pq::Result row = conn.Exec("SELECT value FROM meta WHERE key = $1", pq::Params().Text(key));
+  if (row.rows() != 1) throw pq::Error("XX001", absl::StrCat("meta key '", key, "' is missing"));
+  return row.Int(0, 0);
+}
+
+int64_t BumpMeta(pq::Connection& conn, const char* key) {
+  pq::Result row = conn.Exec("UPDATE meta SET value = value + 1 WHERE key = $1 RETURNING value",
+                             pq::Params().Text(key));
+  if (row.rows() != 1) throw pq::Error("XX001", absl::StrCat("meta key '", key, "' is missing"));
+  return row.Int(0, 0);
+}
+
+std::optional<v1::Policy> FindPolicy(pq::Connection& conn, std::string_view name) {
+  pq::Result row =
+      conn.Exec("SELECT record FROM policies WHERE name = $1", pq::Params().Text(name));
+  if (row.rows() == 0) return std::nullopt;
+  return row.Record<v1::Policy>(0, 0, "policies");
+}
+
+std::optional<v1::Experiment> FindExperiment(pq::Connection& conn, std::string_view name) {
+  pq::Result row =
+      conn.Exec("SELECT record FROM experiments WHERE name = $1", pq::Params().Text(name));
+  if (row.rows() == 0) return std::nullopt;
+  return row.Record<v1::Experiment>(0, 0, "experiments");
+}
+
+void UpsertExperiment(pq::Connection& conn, const v1::Experiment& experiment) {
+  pq::Params params;
+  params.Text(experiment.metadata().name())
+      .Int(absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
+  if (experiment.status().has_end_time()) {
+    params.Int(absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
+  } else {
+    params.Null();
+  }
+  params.Record(experiment);
+  conn.Exec(
+      "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
+      "VALUES ($1, $2, $3::int8, $4) ON CONFLICT (name) DO UPDATE SET "
+      "end_time_ns = excluded.end_time_ns, record = excluded.record",
+      params);
+}
+
+}  // namespace
+
+PostgresStore::PostgresStore(const StoreOptions& options)
+    : conninfo_(options.path),
+      busy_timeout_(options.busy_timeout),
+      exclusive_(options.exclusive),
+      name_(pq::DescribeConninfo(options.path)) {}
+
+PostgresStore::~PostgresStore() = default;
+
+int PostgresStore::LatestSchemaVersion() const { return LatestPostgresSchemaVersion(); }
+
+void PostgresStore::Connect() {
+  conn_.reset();
+  std::unique_ptr<pq::Connection> conn =
+      pq::Connection::Open(conninfo_, std::max(busy_timeout_, absl::Seconds(1)));
+  // A lock wait longer than the busy timeout fails the write (55P03, Unavailable).
+  conn->Exec(absl::StrCat("SET lock_timeout = ",
+                          std::max<int64_t>(1, absl::ToInt64Milliseconds(busy_timeout_))));
+  if (exclusive_) {
+    pq::Result locked =
+        conn->Exec("SELECT pg_try_advisory_lock($1)", pq::Params().Int(kServerLock));
+    if (locked.Int(0, 0) == 0) {
+      throw pq::Error("55000",
+                      "the database is in use by another rxfleet-server (it holds the "
+                      "server lock; one server per database until replicas are "
+                      "configured)");
+    }
+  }
+  conn_ = std::move(conn);
+}
+
+pq::Connection& PostgresStore::Connected() {
+  if (conn_ == nullptr || !conn_->healthy()) Connect();
+  return *conn_;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> PostgresStore::Open(const StoreOptions& options) {
+  std::unique_ptr<PostgresStore> store(new PostgresStore(options));
+  absl::MutexLock lock(&store->mu_);
+  try {
+    store->Connect();
+    store->name_ = store->conn_->name();
+    MigratePostgresSchema(*store->conn_, LatestPostgresSchemaVersion());
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot open the database", store->name_);
+  }
+  return store;
+}
+
+absl::StatusOr<int> PostgresStore::SchemaVersion() {
+  absl::MutexLock lock(&mu_);
+  try {
+    return static_cast<int>(
+        Connected()
+            .Exec("SELECT COALESCE(MAX(version), 0)::int8 FROM schema_migrations")
+            .Int(0, 0));
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot read the schema version", name_);
+  }
+}
+
+absl::StatusOr<StoredState> PostgresStore::Load(size_t max_events) {
+  absl::MutexLock lock(&mu_);
+  StoredState state;
+  try {
+    pq::Connection& conn = Connected();
+    // One snapshot for every table.
+    pq::Transaction transaction(conn, "ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    state.bundle_version = static_cast<uint64_t>(ReadMeta(conn, "bundle_version"));
+    state.last_event_version = static_cast<uint64_t>(ReadMeta(conn, "last_event_version"));
+    pq::Result policies = conn.Exec("SELECT record FROM policies ORDER BY name");
+    for (int i = 0; i < policies.rows(); ++i) {
+      state.policies.push_back(policies.Record<v1::Policy>(i, 0, "policies"));
+    }
+    std::map<std::string, size_t, std::less<>> host_index;
+    pq::Result hosts = conn.Exec("SELECT id, record FROM hosts ORDER BY id");
+    for (int i = 0; i < hosts.rows(); ++i) {
+      host_index[hosts.Text(i, 0)] = state.hosts.size();
+      state.hosts.push_back({hosts.Record<v1::Host>(i, 1, "hosts"), {}});
+    }
+    pq::Result adapters = conn.Exec("SELECT host_id, record FROM adapters ORDER BY host_id, id");
+    for (int i = 0; i < adapters.rows(); ++i) {
+      auto it = host_index.find(adapters.Bytes(i, 0));
+      if (it == host_index.end()) continue;  // hosts and adapters are saved together
+      state.hosts[it->second].adapters.push_back(adapters.Record<v1::Adapter>(i, 1, "adapters"));
+    }
+    std::map<int64_t, v1::Event> by_version;
+    pq::Result events = conn.Exec(
+        "SELECT resource_version, record FROM events ORDER BY resource_version DESC LIMIT $1",
+        pq::Params().Int(static_cast<int64_t>(max_events)));
+    for (int i = 0; i < events.rows(); ++i) {
+      by_version[events.Int(i, 0)] = events.Record<v1::Event>(i, 1, "events");
+    }
+    // Audit events are kept by age only: all of them are loaded, whatever max_events says.
+    pq::Result audit = conn.Exec("SELECT resource_version, record FROM audit_events");
+    for (int i = 0; i < audit.rows(); ++i) {
+      by_version[audit.Int(i, 0)] = audit.Record<v1::Event>(i, 1, "audit_events");
+    }
+    for (auto& [version, event] : by_version) state.events.push_back(std::move(event));
+    transaction.Commit();
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot load the stored state", name_);
+  }
+  return state;
+}
+
+absl::StatusOr<PolicyWriteResult> PostgresStore::ApplyPolicy(const v1::Policy& policy,
+                                                             absl::Time now) {
+  const std::string& name = policy.metadata().name();
+  if (name.empty()) return absl::InvalidArgumentError("policy metadata.name must be set");
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    const int64_t revision = LockRevision(conn) + 1;
+    const std::optional<v1::Policy> stored = FindPolicy(conn, name);
+    const v1::Policy* current = stored.has_value() ? &*stored : nullptr;
+    if (absl::Status s = store_records::CheckPolicyPrecondition(current, policy); !s.ok()) return s;
+    PolicyWriteResult result;
+    result.created = current == nullptr;
+    const store_records::PolicyChange change = store_records::ComparePolicy(current, policy);
+    if (!change.any()) {
+      result.policy = *stored;
+      result.bundle_version = static_cast<uint64_t>(ReadMeta(conn, "bundle_version"));
+      return result;
+    }
+    v1::Policy out = store_records::StoredPolicy(current, policy, change, revision, now);
+    conn.Exec(
+        "INSERT INTO policies (name, resource_version, record) VALUES ($1, $2, $3) "
+        "ON CONFLICT (name) DO UPDATE SET resource_version = excluded.resource_version, "
+        "record = excluded.record",
+        pq::Params().Text(name).Int(revision).Record(out));
+    SetRevision(conn, revision);
+    const int64_t bundle_version = BumpMeta(conn, "bundle_version");
+    transaction.Commit();
+    result.policy = std::move(out);
+    result.changed = true;
+    result.bundle_version = static_cast<uint64_t>(bundle_version);
+    return result;
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, absl::StrCat("cannot store policy ", name), name_);
+  }
+}
+
+absl::StatusOr<PolicyDeleteResult> PostgresStore::DeletePolicy(std::string_view name,
+                                                               std::string_view resource_version) {
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    const int64_t revision = LockRevision(conn) + 1;
+    std::optional<v1::Policy> stored = FindPolicy(conn, name);
+    if (!stored.has_value()) {
+      return absl::NotFoundError(absl::StrCat("policy ", ToAbslView(name), " does not exist"));
+    }
+    if (!resource_version.empty() && stored->metadata().resource_version() != resource_version) {
+      return PolicyPreconditionFailed(name, &stored->metadata().resource_version(),
+                                      resource_version);
+    }
+    conn.Exec("DELETE FROM policies WHERE name = $1", pq::Params().Text(name));
+    SetRevision(conn, revision);
+    const int64_t bundle_version = BumpMeta(conn, "bundle_version");
+    transaction.Commit();
+    return PolicyDeleteResult{*std::move(stored), static_cast<uint64_t>(bundle_version)};
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, absl::StrCat("cannot delete policy ", ToAbslView(name)), name_);
+  }
+}
+
+absl::Status PostgresStore::SaveRegistry(absl::Span<const HostRecord> hosts,
+                                         absl::Span<const v1::Event> events, size_t max_events,
+                                         absl::Time events_min_time,
+                                         absl::Span<const int64_t> local_audit_done,
+                                         absl::Time audit_min_time) {
+  std::vector<pq::Params> host_rows;
+  std::vector<pq::Params> clear_rows;
+  std::vector<pq::Params> adapter_rows;
+  for (const HostRecord& record : hosts) {
+    const std::string& id = record.host.metadata().name();
+    host_rows.push_back(pq::Params().Text(id).Record(record.host));
+    if (!record.adapters_changed) continue;
+    clear_rows.push_back(pq::Params().Text(id));
+    for (const v1::Adapter& adapter : record.adapters) {
+      adapter_rows.push_back(pq::Params().Text(id).Text(adapter.metadata().name()).Record(adapter));
+    }
+  }
+  std::vector<pq::Params> fleet_rows;
+  std::vector<pq::Params> audit_rows;
+  int64_t last_event_version = 0;
+  for (const v1::Event& event : events) {
+    int64_t version = 0;
+    if (!absl::SimpleAtoi(event.metadata().resource_version(), &version)) {
+      return absl::InternalError(absl::StrCat("cannot save the registry (PostgreSQL ", name_,
+                                              "): event ", event.metadata().name(),
+                                              " has no numeric resource version"));
+    }
+    (event.has_audit() ? audit_rows : fleet_rows)
+        .push_back(pq::Params()
+                       .Int(version)
+                       .Text(event.metadata().name())
+                       .Int(absl::ToUnixNanos(common::TimeFromProto(event.last_time())))
+                       .Record(event));
+    last_event_version = std::max(last_event_version, version);
+  }
+  std::vector<pq::Params> done_rows;
+  for (int64_t id : local_audit_done) done_rows.push_back(pq::Params().Int(id));
+
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    conn.ExecMany(
+        "INSERT INTO hosts (id, record) VALUES ($1, $2) ON CONFLICT (id) "
+        "DO UPDATE SET record = excluded.record",
+        host_rows);
+    conn.ExecMany("DELETE FROM adapters WHERE host_id = $1", clear_rows);
+    conn.ExecMany("INSERT INTO adapters (host_id, id, record) VALUES ($1, $2, $3)", adapter_rows);
+    for (const auto& [table, rows] :
+         {std::pair{"events", &fleet_rows}, {"audit_events", &audit_rows}}) {
+      conn.ExecMany(absl::StrCat("INSERT INTO ", table,
+                                 " (resource_version, name, last_time_ns, record) VALUES ($1, $2, "
+                                 "$3, $4) ON CONFLICT (name) DO UPDATE SET resource_version = "
+                                 "excluded.resource_version, last_time_ns = excluded.last_time_ns, "
+                                 "record = excluded.record"),
+                    *rows);
+    }
+    conn.Exec("UPDATE meta SET value = GREATEST(value, $1) WHERE key = 'last_event_version'",
+              pq::Params().Int(last_event_version));
+    conn.Exec(
+        "DELETE FROM events WHERE resource_version <= (SELECT resource_version FROM events "
+        "ORDER BY resource_version DESC LIMIT 1 OFFSET $1)",
+        pq::Params().Int(static_cast<int64_t>(max_events)));
+    conn.Exec("DELETE FROM events WHERE last_time_ns < $1",
+              pq::Params().Int(absl::ToUnixNanos(events_min_time)));
+    conn.Exec("DELETE FROM audit_events WHERE last_time_ns < $1",
+              pq::Params().Int(absl::ToUnixNanos(audit_min_time)));
+    conn.ExecMany("DELETE FROM local_audit WHERE id = $1", done_rows);
+    transaction.Commit();
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot save the registry", name_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PostgresStore::AddLocalAudit(const v1::Event& event, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  try {
+    Connected().Exec("INSERT INTO local_audit (time_ns, record) VALUES ($1, $2)",
+                     pq::Params().Int(absl::ToUnixNanos(now)).Record(event));
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot write the audit event", name_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LocalAuditEvent>> PostgresStore::PendingLocalAudit() {
+  absl::MutexLock lock(&mu_);
+  std::vector<LocalAuditEvent> out;
+  try {
+    pq::Result rows = Connected().Exec("SELECT id, time_ns, record FROM local_audit ORDER BY id");
+    for (int i = 0; i < rows.rows(); ++i) {
+      out.push_back({rows.Int(i, 0), rows.Record<v1::Event>(i, 2, "local_audit"),
+                     absl::FromUnixNanos(rows.Int(i, 1))});
+    }
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot read the audit events of local commands", name_);
+  }
+  return out;
+}
+
+absl::StatusOr<uint64_t> PostgresStore::BumpBundleVersion() {
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    LockRevision(conn);
+    const int64_t bundle_version = BumpMeta(conn, "bundle_version");
+    transaction.Commit();
+    return static_cast<uint64_t>(bundle_version);
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot bump the bundle version", name_);
+  }
+}
+
+absl::StatusOr<v1::Experiment> PostgresStore::CreateExperiment(const v1::Experiment& experiment,
+                                                               absl::Time now) {
+  const std::string& name = experiment.metadata().name();
+  if (name.empty()) return absl::InvalidArgumentError("experiment metadata.name must be set");
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    const int64_t revision = LockRevision(conn) + 1;
+    if (FindExperiment(conn, name).has_value()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "experiment ", name, " already exists (names are never reused, even after it ended)"));
+    }
+    const v1::Experiment out = store_records::NewExperiment(experiment, revision, now);
+    UpsertExperiment(conn, out);
+    SetRevision(conn, revision);
+    transaction.Commit();
+    return out;
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, absl::StrCat("cannot store experiment ", name), name_);
+  }
+}
+
+absl::StatusOr<v1::Experiment> PostgresStore::UpdateExperimentStatus(
+    std::string_view name, const v1::ExperimentStatus& status, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    const int64_t revision = LockRevision(conn) + 1;
+    std::optional<v1::Experiment> stored = FindExperiment(conn, name);
+    if (!stored.has_value()) {
+      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
+    }
+    *stored->mutable_status() = status;
+    stored->mutable_metadata()->set_resource_version(absl::StrCat(revision));
+    *stored->mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
+    UpsertExperiment(conn, *stored);
+    SetRevision(conn, revision);
+    transaction.Commit();
+    return *std::move(stored);
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, absl::StrCat("cannot update experiment ", ToAbslView(name)), name_);
+  }
+}
+
+absl::Status PostgresStore::DeleteExperiment(std::string_view name) {
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    LockRevision(conn);
+    if (conn.Exec("DELETE FROM experiments WHERE name = $1", pq::Params().Text(name)).affected() ==
+        0) {
+      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
+    }
+    conn.Exec("DELETE FROM metric_windows WHERE experiment = $1", pq::Params().Text(name));
+    transaction.Commit();
+    return absl::OkStatus();
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, absl::StrCat("cannot delete experiment ", ToAbslView(name)), name_);
+  }
+}
+
+absl::StatusOr<std::vector<v1::Experiment>> PostgresStore::LoadExperiments() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Experiment> out;
+  try {
+    pq::Result rows =
+        Connected().Exec("SELECT record FROM experiments ORDER BY create_time_ns, name");
+    for (int i = 0; i < rows.rows(); ++i) {
+      out.push_back(rows.Record<v1::Experiment>(i, 0, "experiments"));
+    }
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot load experiments", name_);
+  }
+  return out;
+}
+
+absl::Status PostgresStore::AddWindows(absl::Span<const StoredWindow> windows) {
+  if (windows.empty()) return absl::OkStatus();
+  std::vector<pq::Params> rows;
+  rows.reserve(windows.size());
+  for (const StoredWindow& w : windows) {
+    rows.push_back(pq::Params()
+                       .Text(w.experiment)
+                       .Text(w.host_id)
+                       .Int(w.window.valid() ? 1 : 0)
+                       .Int(static_cast<int64_t>(w.segment.size()))
+                       .Text(store_records::JoinSegment(w.segment))
+                       .Record(w.window));
+  }
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    conn.ExecMany(
+        "INSERT INTO metric_windows (experiment, host_id, valid, segment_count, segment, record) "
+        "VALUES ($1, $2, $3 <> 0, $4, $5, $6)",
+        rows);
+    transaction.Commit();
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot store metric windows", name_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PostgresStore::ForEachWindow(
+    std::string_view experiment,
+    const std::function<void(const std::string& host_id, std::vector<std::string> segment,
+                             const v1::MetricWindow& window)>& fn) {
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Result rows = Connected().Exec(
+        "SELECT host_id, segment_count::int8, segment, record FROM metric_windows "
+        "WHERE experiment = $1 ORDER BY id",
+        pq::Params().Text(experiment));
+    v1::MetricWindow window;
+    for (int i = 0; i < rows.rows(); ++i) {
+      window = rows.Record<v1::MetricWindow>(i, 3, "metric_windows");
+      fn(rows.Text(i, 0), store_records::SplitSegment(rows.Bytes(i, 2), rows.Int(i, 1)), window);
+    }
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(
+        e, absl::StrCat("cannot read the metric windows of experiment ", ToAbslView(experiment)),
+        name_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, WindowCounts>> PostgresStore::CountWindows() {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, WindowCounts> out;
+  try {
+    pq::Result rows = Connected().Exec(
+        "SELECT experiment, COUNT(*), COUNT(*) FILTER (WHERE valid) FROM metric_windows "
+        "GROUP BY experiment");
+    for (int i = 0; i < rows.rows(); ++i) {
+      WindowCounts& counts = out[rows.Text(i, 0)];
+      counts.total = static_cast<uint64_t>(rows.Int(i, 1));
+      counts.valid = static_cast<uint64_t>(rows.Int(i, 2));
+    }
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot count metric windows", name_);
+  }
+  return out;
+}
+
+absl::StatusOr<uint64_t> PostgresStore::DeleteWindowsOfExperimentsEndedBefore(
+    absl::Time ended_before) {
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Result deleted = Connected().Exec(
+        "DELETE FROM metric_windows WHERE experiment IN (SELECT name FROM experiments WHERE "
+        "end_time_ns IS NOT NULL AND end_time_ns < $1)",
+        pq::Params().Int(absl::ToUnixNanos(ended_before)));
+    return static_cast<uint64_t>(deleted.affected());
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot delete expired metric windows", name_);
+  }
+}
+
+}  // namespace rxfleet::server

@@ -1,0 +1,50 @@
+#pragma once
+
+// What both store implementations (server/store/sqlite_store.h, postgres_store.h) decide the
+// same way, kept in one place so the backends cannot drift: policy write preconditions and the
+// metadata a write stamps, new experiments' metadata, metric window segments as one column.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "rxfleet/v1/experiment.pb.h"
+#include "rxfleet/v1/policy.pb.h"
+
+namespace rxfleet::server::store_records {
+
+/// A random 128-bit id as 32 hex digits (metadata.uid).
+std::string NewUid();
+
+/// How a requested policy differs from the stored one (nullptr: none stored).
+struct PolicyChange {
+  bool spec_changed = false;
+  bool meta_changed = false;  ///< labels or annotations
+  bool any() const { return spec_changed || meta_changed; }
+};
+
+/// OK, or the Aborted status of a failed resource_version precondition (an empty
+/// requested.metadata.resource_version always passes). See Store::ApplyPolicy.
+absl::Status CheckPolicyPrecondition(const v1::Policy* stored, const v1::Policy& requested);
+PolicyChange ComparePolicy(const v1::Policy* stored, const v1::Policy& requested);
+
+/// The policy as a changed write stores it: name, labels, annotations and spec from
+/// `requested`; resource_version = `revision`; uid and create_time kept from `stored` (new
+/// ones if nullptr); generation 1, or the stored one plus one if the spec changed;
+/// update_time = `now`.
+v1::Policy StoredPolicy(const v1::Policy* stored, const v1::Policy& requested,
+                        const PolicyChange& change, int64_t revision, absl::Time now);
+
+/// A new experiment as stored: a new uid, generation 1, resource_version = `revision`,
+/// create_time = update_time = `now`.
+v1::Experiment NewExperiment(const v1::Experiment& requested, int64_t revision, absl::Time now);
+
+/// Segment values in one column, joined with the ASCII unit separator (label values cannot
+/// hold it); `count` is the number of values (0 means none, "" means one empty value).
+std::string JoinSegment(const std::vector<std::string>& segment);
+std::vector<std::string> SplitSegment(std::string_view joined, int64_t count);
+
+}  // namespace rxfleet::server::store_records

@@ -1,0 +1,347 @@
+#include "server/store/sqlite_store.h"
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/proto/time.h"
+#include "common/string_view_compat.h"
+#include "server/store/records.h"
+#include "server/store/schema.h"
+#include "server/store/sqlite_util.h"
+
+namespace rxfleet::server {
+namespace {
+
+using common::ToAbslView;
+
+// Reads a policy row; nullopt if there is none.
+std::optional<v1::Policy> FindPolicy(SQLite::Database& db, std::string_view name) {
+  SQLite::Statement query(db, "SELECT record FROM policies WHERE name = ?");
+  query.bind(1, std::string(name));
+  if (!query.executeStep()) return std::nullopt;
+  return ParseRecord<v1::Policy>(query.getColumn(0), "policies");
+}
+
+}  // namespace
+
+int SqliteStore::LatestSchemaVersion() const { return server::LatestSchemaVersion(); }
+
+SqliteStore::SqliteStore(std::string path) : path_(std::move(path)) {}
+SqliteStore::~SqliteStore() = default;
+
+absl::StatusOr<std::unique_ptr<Store>> SqliteStore::Open(const StoreOptions& options) {
+  const std::filesystem::path parent = std::filesystem::path(options.path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    if (std::filesystem::create_directories(parent, ec)) {
+      std::filesystem::permissions(parent, std::filesystem::perms(0750),
+                                   std::filesystem::perm_options::replace, ec);
+    } else if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create the database directory ",
+                                                        parent.string(), ": ", ec.message()));
+    }
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(options.path));
+  absl::MutexLock lock(&store->mu_);
+  try {
+    store->db_ = std::make_unique<SQLite::Database>(
+        options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX,
+        static_cast<int>(absl::ToInt64Milliseconds(options.busy_timeout)));
+    SQLite::Database& db = *store->db_;
+    // journal_mode returns the mode actually set; WAL is refused on some filesystems.
+    const std::string mode = db.execAndGet("PRAGMA journal_mode=WAL").getString();
+    if (mode != "wal") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database ", options.path, ": cannot use the WAL journal (SQLite chose '", mode, "')"));
+    }
+    db.exec("PRAGMA synchronous=FULL");
+    if (options.max_size_bytes > 0) {
+      const int64_t page_size = db.execAndGet("PRAGMA page_size").getInt64();
+      const uint64_t pages =
+          std::max<uint64_t>(1, options.max_size_bytes / static_cast<uint64_t>(page_size));
+      db.exec(absl::StrCat("PRAGMA max_page_count=", pages));
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot open the database", options.path);
+  }
+  if (absl::Status s = MigrateSchema(*store->db_, store->path_); !s.ok()) return s;
+  return store;
+}
+
+absl::StatusOr<int> SqliteStore::SchemaVersion() {
+  absl::MutexLock lock(&mu_);
+  try {
+    return db_->execAndGet("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").getInt();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot read the schema version", path_);
+  }
+}
+
+absl::StatusOr<StoredState> SqliteStore::Load(size_t max_events) {
+  absl::MutexLock lock(&mu_);
+  StoredState state;
+  try {
+    SQLite::Database& db = *db_;
+    // One read transaction for a consistent snapshot.
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::DEFERRED);
+    state.bundle_version = static_cast<uint64_t>(ReadMeta(db, "bundle_version"));
+    state.last_event_version = static_cast<uint64_t>(ReadMeta(db, "last_event_version"));
+    SQLite::Statement policies(db, "SELECT record FROM policies ORDER BY name");
+    while (policies.executeStep()) {
+      state.policies.push_back(ParseRecord<v1::Policy>(policies.getColumn(0), "policies"));
+    }
+    std::map<std::string, size_t> host_index;
+    SQLite::Statement hosts(db, "SELECT id, record FROM hosts ORDER BY id");
+    while (hosts.executeStep()) {
+      host_index[hosts.getColumn(0).getString()] = state.hosts.size();
+      state.hosts.push_back({ParseRecord<v1::Host>(hosts.getColumn(1), "hosts"), {}});
+    }
+    SQLite::Statement adapters(db, "SELECT host_id, record FROM adapters ORDER BY host_id, id");
+    while (adapters.executeStep()) {
+      auto it = host_index.find(adapters.getColumn(0).getString());
+      if (it == host_index.end()) continue;  // cannot happen: hosts and adapters are saved together
+      state.hosts[it->second].adapters.push_back(
+          ParseRecord<v1::Adapter>(adapters.getColumn(1), "adapters"));
+    }
+    SQLite::Statement events(
+        db,
+        "SELECT resource_version, record FROM events ORDER BY resource_version DESC "
+        "LIMIT ?");
+    events.bind(1, static_cast<int64_t>(max_events));
+    std::map<int64_t, v1::Event> by_version;
+    while (events.executeStep()) {
+      by_version[events.getColumn(0).getInt64()] =
+          ParseRecord<v1::Event>(events.getColumn(1), "events");
+    }
+    // Audit events are kept by age only: all of them are loaded, whatever max_events says.
+    SQLite::Statement audit(db, "SELECT resource_version, record FROM audit_events");
+    while (audit.executeStep()) {
+      by_version[audit.getColumn(0).getInt64()] =
+          ParseRecord<v1::Event>(audit.getColumn(1), "audit_events");
+    }
+    for (auto& [version, event] : by_version) state.events.push_back(std::move(event));
+    transaction.commit();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot load the stored state", path_);
+  }
+  return state;
+}
+
+absl::StatusOr<PolicyWriteResult> SqliteStore::ApplyPolicy(const v1::Policy& policy,
+                                                           absl::Time now) {
+  const std::string& name = policy.metadata().name();
+  if (name.empty()) return absl::InvalidArgumentError("policy metadata.name must be set");
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    const std::optional<v1::Policy> stored = FindPolicy(db, name);
+    const v1::Policy* current = stored.has_value() ? &*stored : nullptr;
+    if (absl::Status s = store_records::CheckPolicyPrecondition(current, policy); !s.ok()) return s;
+    PolicyWriteResult result;
+    result.created = current == nullptr;
+    const store_records::PolicyChange change = store_records::ComparePolicy(current, policy);
+    if (!change.any()) {
+      result.policy = *stored;
+      result.bundle_version = static_cast<uint64_t>(ReadMeta(db, "bundle_version"));
+      return result;
+    }
+    const int64_t revision = ReadMeta(db, "revision") + 1;
+    const int64_t bundle_version = ReadMeta(db, "bundle_version") + 1;
+    v1::Policy out = store_records::StoredPolicy(current, policy, change, revision, now);
+
+    std::string buffer;
+    SQLite::Statement upsert(db,
+                             "INSERT INTO policies (name, resource_version, record) VALUES "
+                             "(?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                             "resource_version = excluded.resource_version, "
+                             "record = excluded.record");
+    upsert.bind(1, name);
+    upsert.bind(2, revision);
+    BindRecord(upsert, 3, out, &buffer);
+    upsert.exec();
+    WriteMeta(db, "revision", revision);
+    WriteMeta(db, "bundle_version", bundle_version);
+    transaction.commit();
+    result.policy = std::move(out);
+    result.changed = true;
+    result.bundle_version = static_cast<uint64_t>(bundle_version);
+    return result;
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot store policy ", name), path_);
+  }
+}
+
+absl::StatusOr<PolicyDeleteResult> SqliteStore::DeletePolicy(std::string_view name,
+                                                             std::string_view resource_version) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    std::optional<v1::Policy> stored = FindPolicy(db, name);
+    if (!stored.has_value()) {
+      return absl::NotFoundError(absl::StrCat("policy ", ToAbslView(name), " does not exist"));
+    }
+    if (!resource_version.empty() && stored->metadata().resource_version() != resource_version) {
+      return PolicyPreconditionFailed(name, &stored->metadata().resource_version(),
+                                      resource_version);
+    }
+    SQLite::Statement remove(db, "DELETE FROM policies WHERE name = ?");
+    remove.bind(1, std::string(name));
+    remove.exec();
+    const int64_t revision = ReadMeta(db, "revision") + 1;
+    const int64_t bundle_version = ReadMeta(db, "bundle_version") + 1;
+    WriteMeta(db, "revision", revision);
+    WriteMeta(db, "bundle_version", bundle_version);
+    transaction.commit();
+    return PolicyDeleteResult{*std::move(stored), static_cast<uint64_t>(bundle_version)};
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, absl::StrCat("cannot delete policy ", ToAbslView(name)), path_);
+  }
+}
+
+absl::Status SqliteStore::SaveRegistry(absl::Span<const HostRecord> hosts,
+                                       absl::Span<const v1::Event> events, size_t max_events,
+                                       absl::Time events_min_time,
+                                       absl::Span<const int64_t> local_audit_done,
+                                       absl::Time audit_min_time) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    std::string buffer;
+    SQLite::Statement upsert_host(db,
+                                  "INSERT INTO hosts (id, record) VALUES (?, ?) ON CONFLICT (id) "
+                                  "DO UPDATE SET record = excluded.record");
+    SQLite::Statement clear_adapters(db, "DELETE FROM adapters WHERE host_id = ?");
+    SQLite::Statement insert_adapter(db,
+                                     "INSERT INTO adapters (host_id, id, record) VALUES (?, ?, ?)");
+    for (const HostRecord& record : hosts) {
+      const std::string& id = record.host.metadata().name();
+      upsert_host.bind(1, id);
+      BindRecord(upsert_host, 2, record.host, &buffer);
+      upsert_host.exec();
+      upsert_host.reset();
+      if (!record.adapters_changed) continue;
+      clear_adapters.bind(1, id);
+      clear_adapters.exec();
+      clear_adapters.reset();
+      for (const v1::Adapter& adapter : record.adapters) {
+        insert_adapter.bind(1, id);
+        insert_adapter.bind(2, adapter.metadata().name());
+        BindRecord(insert_adapter, 3, adapter, &buffer);
+        insert_adapter.exec();
+        insert_adapter.reset();
+      }
+    }
+    auto upsert_into = [&db](const char* table) {
+      return SQLite::Statement(
+          db, absl::StrCat("INSERT INTO ", table,
+                           " (resource_version, name, last_time_ns, record) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT (name) DO UPDATE SET resource_version = "
+                           "excluded.resource_version, last_time_ns = excluded.last_time_ns, "
+                           "record = excluded.record"));
+    };
+    SQLite::Statement upsert_fleet_event = upsert_into("events");
+    SQLite::Statement upsert_audit_event = upsert_into("audit_events");
+    int64_t last_event_version = ReadMeta(db, "last_event_version");
+    for (const v1::Event& event : events) {
+      int64_t version = 0;
+      if (!absl::SimpleAtoi(event.metadata().resource_version(), &version)) {
+        throw SQLite::Exception(
+            absl::StrCat("event ", event.metadata().name(), " has no numeric resource version"),
+            SQLITE_MISUSE);
+      }
+      SQLite::Statement& upsert_event = event.has_audit() ? upsert_audit_event : upsert_fleet_event;
+      upsert_event.bind(1, version);
+      upsert_event.bind(2, event.metadata().name());
+      upsert_event.bind(3, absl::ToUnixNanos(common::TimeFromProto(event.last_time())));
+      BindRecord(upsert_event, 4, event, &buffer);
+      upsert_event.exec();
+      upsert_event.reset();
+      last_event_version = std::max(last_event_version, version);
+    }
+    WriteMeta(db, "last_event_version", last_event_version);
+    SQLite::Statement prune_count(
+        db,
+        "DELETE FROM events WHERE resource_version <= (SELECT resource_version FROM events "
+        "ORDER BY resource_version DESC LIMIT 1 OFFSET ?)");
+    prune_count.bind(1, static_cast<int64_t>(max_events));
+    prune_count.exec();
+    SQLite::Statement prune_age(db, "DELETE FROM events WHERE last_time_ns < ?");
+    prune_age.bind(1, absl::ToUnixNanos(events_min_time));
+    prune_age.exec();
+    SQLite::Statement prune_audit(db, "DELETE FROM audit_events WHERE last_time_ns < ?");
+    prune_audit.bind(1, absl::ToUnixNanos(audit_min_time));
+    prune_audit.exec();
+    SQLite::Statement done(db, "DELETE FROM local_audit WHERE id = ?");
+    for (int64_t id : local_audit_done) {
+      done.bind(1, id);
+      done.exec();
+      done.reset();
+    }
+    transaction.commit();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot save the registry", path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::AddLocalAudit(const v1::Event& event, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  try {
+    std::string buffer;
+    SQLite::Statement insert(*db_, "INSERT INTO local_audit (time_ns, record) VALUES (?, ?)");
+    insert.bind(1, absl::ToUnixNanos(now));
+    BindRecord(insert, 2, event, &buffer);
+    insert.exec();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot write the audit event", path_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LocalAuditEvent>> SqliteStore::PendingLocalAudit() {
+  absl::MutexLock lock(&mu_);
+  std::vector<LocalAuditEvent> out;
+  try {
+    SQLite::Statement query(*db_, "SELECT id, time_ns, record FROM local_audit ORDER BY id");
+    while (query.executeStep()) {
+      out.push_back({query.getColumn(0).getInt64(),
+                     ParseRecord<v1::Event>(query.getColumn(2), "local_audit"),
+                     absl::FromUnixNanos(query.getColumn(1).getInt64())});
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot read the audit events of local commands", path_);
+  }
+  return out;
+}
+
+absl::StatusOr<uint64_t> SqliteStore::BumpBundleVersion() {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    const int64_t bundle_version = ReadMeta(db, "bundle_version") + 1;
+    WriteMeta(db, "bundle_version", bundle_version);
+    transaction.commit();
+    return static_cast<uint64_t>(bundle_version);
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot bump the bundle version", path_);
+  }
+}
+
+}  // namespace rxfleet::server
