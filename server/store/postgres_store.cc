@@ -101,8 +101,7 @@ void PostgresStore::Connect() {
     if (locked.Int(0, 0) == 0) {
       throw pq::Error("55000",
                       "the database is in use by another rxfleet-server (it holds the "
-                      "server lock; one server per database until replicas are "
-                      "configured)");
+                      "server's advisory lock; one server per database)");
     }
   }
   conn_ = std::move(conn);
