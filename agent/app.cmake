@@ -10,6 +10,7 @@ rxfleet_library(rxfleet_agent_app
     app/report.cc
   DEPS
     rxfleet_agent_reconcile
+    rxfleet_agent_server_list
     rxfleet_agent_status
     rxfleet_agent_telemetry
     rxfleet_agent_metrics

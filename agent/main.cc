@@ -99,9 +99,9 @@ int main(int argc, char** argv) {
   }
   if (command.options.mode == AgentMode::kOnce) return RunOnce(**agent, command.output);
   std::unique_ptr<rxfleet::agent::AgentLinkBinding> link;
-  if (!command.server.empty()) {
+  if (!command.servers.empty()) {
     auto binding = rxfleet::agent::AgentLinkBinding::Create(
-        agent->get(), command.server, command.server_tls, rxfleet::agent::StderrLogSink());
+        agent->get(), command.servers, command.server_tls, rxfleet::agent::StderrLogSink());
     if (!binding.ok()) {
       std::cerr << "rxfleet-agent: --server: " << binding.status().message() << "\n";
       return rxfleet::agent::kExitUsage;

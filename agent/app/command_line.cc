@@ -11,10 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/link/server_list.h"
 #include "agent/metrics/metrics_server.h"
 #include "agent/status/status_server.h"
 #include "common/host_labels.h"
-#include "common/net_address.h"
 #include "common/string_view_compat.h"
 #include "common/validation.h"
 #include "rxfleet/version.h"
@@ -258,8 +258,12 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
                  absl::StrCat("Prometheus endpoint HOST:PORT, or none (default ",
                               common::ToAbslView(kDefaultMetricsAddress), "; not with --once)"));
   app.add_option("--server", server,
-                 "rxfleet-server HOST:PORT to take policy bundles from over TLS (not with "
-                 "--once); the last good bundle is kept in --state-dir");
+                 absl::StrCat("rxfleet-server HOST:PORT to take policy bundles from over TLS (not "
+                              "with --once); the last good bundle is kept in --state-dir. "
+                              "Replicas: a comma-separated list of up to ",
+                              kMaxServerAddresses,
+                              " HOST:PORT, started at a random one, the next tried when a "
+                              "stream ends"));
   app.add_option("--tls-ca", tls.ca_file,
                  "With --server: CA certificate that signs the server's (PEM)");
   app.add_option("--tls-cert", tls.cert_file,
@@ -292,6 +296,9 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
     return kExitUsage;
   };
   if (!once && app.count("--output") > 0) return usage("--output only applies to --once");
+  if (app.count("--server") > 0 && server.empty()) {
+    return usage(absl::StrCat("--server: ", ParseServerAddresses(server).status().message()));
+  }
   if (once && !server.empty()) {
     return usage("--server runs the loop under the server; it cannot be combined with --once");
   }
@@ -300,7 +307,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
     return usage("--insecure and --tls-* only apply with --server");
   }
   if (!server.empty()) {
-    if (absl::Status address = common::ValidateHostPort(server); !address.ok()) {
+    if (absl::Status address = ParseServerAddresses(server).status(); !address.ok()) {
       return usage(absl::StrCat("--server: ", address.message()));
     }
     if (insecure && any_tls) return usage("--insecure cannot be combined with --tls-* files");
@@ -318,7 +325,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, const char* const* arg
   o.metrics_address = std::string(kDefaultMetricsAddress);
   o.probe_target = "gateway";
   command.output = output == "json" ? OutputFormat::kJson : OutputFormat::kTable;
-  command.server = server;
+  if (!server.empty()) command.servers = *ParseServerAddresses(server);
   if (!server.empty() && !insecure) command.server_tls = tls;
 
   if (!config.empty()) {

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -23,8 +24,10 @@ enum class OutputFormat { kTable, kJson };
 struct CommandLine {
   AgentOptions options;
   OutputFormat output = OutputFormat::kTable;
-  /// --server HOST:PORT of rxfleet-server (not with --once); empty = local policies only.
-  std::string server;
+  /// --server HOST:PORT[,HOST:PORT...]: the rxfleet-server entries (replicas), validated by
+  /// ParseServerAddresses (agent/link/server_list.h), in the given order; not with --once;
+  /// empty = local policies only.
+  std::vector<std::string> servers;
   /// --tls-ca/--tls-cert/--tls-key for the server link (all three required with --server
   /// unless --insecure); unset = plaintext (--insecure).
   std::optional<LinkTlsFiles> server_tls;

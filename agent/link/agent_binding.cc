@@ -45,10 +45,11 @@ v1::Hello AgentHello(const Agent& agent) {
 }
 
 absl::StatusOr<std::unique_ptr<AgentLinkBinding>> AgentLinkBinding::Create(
-    Agent* agent, const std::string& server_address, std::optional<LinkTlsFiles> tls, LogSink log) {
+    Agent* agent, const std::vector<std::string>& server_addresses, std::optional<LinkTlsFiles> tls,
+    LogSink log) {
   std::unique_ptr<AgentLinkBinding> binding(new AgentLinkBinding(agent));
   ServerLinkOptions options;
-  options.server_address = server_address;
+  options.server_addresses = server_addresses;
   options.tls = std::move(tls);
   options.state_dir = agent->options().state_dir;
   options.hello = AgentHello(*agent);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/app/agent.h"
@@ -23,14 +24,14 @@ v1::Hello AgentHello(const Agent& agent);
 
 class AgentLinkBinding final : public BundleSink, public AdapterObserver {
  public:
-  /// Creates the link to `server_address` for `agent` (not owned; must outlive the binding),
+  /// Creates the link to `server_addresses` (validated --server entries, tried in turn) for
+  /// `agent` (not owned; must outlive the binding),
   /// persisting bundles under the agent's state directory, and registers as the agent's
   /// observer. Call before Agent::Run. Errors: the link's (InvalidArgument).
   /// `tls` unset = plaintext (--insecure).
-  static absl::StatusOr<std::unique_ptr<AgentLinkBinding>> Create(Agent* agent,
-                                                                  const std::string& server_address,
-                                                                  std::optional<LinkTlsFiles> tls,
-                                                                  LogSink log);
+  static absl::StatusOr<std::unique_ptr<AgentLinkBinding>> Create(
+      Agent* agent, const std::vector<std::string>& server_addresses,
+      std::optional<LinkTlsFiles> tls, LogSink log);
   ~AgentLinkBinding() override;
 
   /// Applies the persisted bundle and starts connecting.

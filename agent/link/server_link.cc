@@ -17,6 +17,13 @@
 namespace rxfleet::agent {
 namespace {
 
+// The entry of `count` a new link starts at: random, so a fleet spreads over its servers.
+size_t RandomFirstEntry(size_t count) {
+  if (count <= 1) return 0;
+  absl::BitGen gen;
+  return absl::Uniform<size_t>(gen, 0, count);
+}
+
 std::string RandomInstanceId() {
   absl::BitGen gen;
   return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
@@ -30,8 +37,17 @@ BundleSink::~BundleSink() = default;
 
 absl::StatusOr<std::unique_ptr<ServerLink>> ServerLink::Create(ServerLinkOptions options,
                                                                BundleSink* sink) {
-  if (options.server_address.empty()) {
-    return absl::InvalidArgumentError("server address must not be empty (HOST:PORT)");
+  if (options.server_addresses.empty()) {
+    return absl::InvalidArgumentError("the server link needs a server address (HOST:PORT)");
+  }
+  if (options.server_addresses.size() > kMaxServerAddresses) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("more than ", kMaxServerAddresses, " server addresses"));
+  }
+  for (const std::string& address : options.server_addresses) {
+    if (address.empty()) {
+      return absl::InvalidArgumentError("server address must not be empty (HOST:PORT)");
+    }
   }
   if (options.hello.host_id().empty()) {
     return absl::InvalidArgumentError("the server link needs a host id");
@@ -51,9 +67,11 @@ ServerLink::ServerLink(ServerLinkOptions options, BundleSink* sink)
     : options_(std::move(options)),
       sink_(sink),
       instance_id_(RandomInstanceId()),
-      backoff_(options_.backoff) {
+      backoff_(options_.backoff),
+      rotation_(options_.server_addresses.size(),
+                RandomFirstEntry(options_.server_addresses.size())) {
   status_.set_state(v1::SERVER_LINK_STATE_CONNECTING);
-  status_.set_server_address(options_.server_address);
+  status_.set_server_address(options_.server_addresses[rotation_.current()]);
 }
 
 ServerLink::~ServerLink() { Stop(); }
@@ -194,15 +212,18 @@ uint64_t ServerLink::streams_opened() const {
 
 void ServerLink::Loop() {
   absl::BitGen gen;
+  const bool several = options_.server_addresses.size() > 1;
   while (true) {
+    const std::string& address = options_.server_addresses[rotation_.current()];
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       status_.set_state(v1::SERVER_LINK_STATE_CONNECTING);
+      status_.set_server_address(address);
     }
     PublishStatus();
     const absl::Time started = absl::Now();
-    const grpc::Status ended = Explained(RunStream());
+    const grpc::Status ended = Explained(RunStream(address), address);
     absl::Duration delay;
     {
       absl::MutexLock lock(&mu_);
@@ -216,20 +237,27 @@ void ServerLink::Loop() {
       // accepts) and reconnecting at once would only repeat it.
       const std::string error = status_.last_error();
       const bool short_lived = absl::Now() - started < options_.backoff.max;
-      if (stream_was_configured_ && !(short_lived && error == last_end_error_)) backoff_.Reset();
+      const bool worked = stream_was_configured_ && !(short_lived && error == last_end_error_);
+      if (worked) backoff_.Reset();
       last_end_error_ = error;
+      // Within a round of the server list the next entry comes after the backoff's first step
+      // (the file comment); once every entry failed in turn, the backoff applies.
+      const bool round_failed = rotation_.EndAttempt(worked);
       // A server that says when to come back paces the agent itself: its refusals do not
       // grow the backoff (which only guards servers that give no hint).
-      const absl::Duration backoff =
-          retry_hint_.has_value() ? backoff_.PeekDelay() : backoff_.NextDelay();
+      const absl::Duration backoff = !round_failed             ? options_.backoff.initial
+                                     : retry_hint_.has_value() ? backoff_.PeekDelay()
+                                                               : backoff_.NextDelay();
       delay = common::ReconnectDelay(backoff * absl::Uniform(gen, 0.5, 1.0), retry_hint_,
                                      absl::Uniform(gen, 0.0, common::kRetryHintJitter));
     }
+    const std::string& next = options_.server_addresses[rotation_.current()];
     PublishStatus();
     Log(LogLevel::kWarning,
-        absl::StrCat("stream to ", options_.server_address, " ended (",
+        absl::StrCat("stream to ", address, " ended (",
                      ended.ok() ? std::string("OK") : ended.error_message(), "); retrying in ",
                      absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1))),
+                     several ? absl::StrCat(" at ", next) : "",
                      retry_hint_.has_value() ? absl::StrCat(" (the server asked for at least ",
                                                             absl::FormatDuration(*retry_hint_), ")")
                                              : ""));
@@ -238,7 +266,7 @@ void ServerLink::Loop() {
   }
 }
 
-grpc::Status ServerLink::Explained(grpc::Status ended) const {
+grpc::Status ServerLink::Explained(grpc::Status ended, const std::string& address) const {
   // Only failures to reach the server, and only with the agent's own transport (tests may
   // inject credentials the diagnosis cannot reproduce).
   if (ended.error_code() != grpc::StatusCode::UNAVAILABLE || options_.credentials != nullptr) {
@@ -251,12 +279,12 @@ grpc::Status ServerLink::Explained(grpc::Status ended) const {
     if (!files.ok()) return ended;
     setup = *std::move(files);
   }
-  std::optional<std::string> why = common::ExplainTlsFailure(options_.server_address, setup);
+  std::optional<std::string> why = common::ExplainTlsFailure(address, setup);
   if (!why.has_value()) return ended;
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, *why);
 }
 
-grpc::Status ServerLink::RunStream() {
+grpc::Status ServerLink::RunStream(const std::string& address) {
   retry_hint_.reset();  // only the stream that ends now may set it
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(options_.keepalive_time));
@@ -277,8 +305,7 @@ grpc::Status ServerLink::RunStream() {
     credentials = *std::move(tls);
   }
   if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options_.server_address, credentials, args);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, credentials, args);
   std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
   grpc::ClientContext context;
   // Outside the lock: the provider takes the agent's lock, which calls into the link.
@@ -327,7 +354,7 @@ grpc::Status ServerLink::RunStream() {
       if (options_.on_config) options_.on_config(message.config());
       if (!configured) {
         configured = true;
-        Log(LogLevel::kInfo, absl::StrCat("connected to ", options_.server_address, " (server ",
+        Log(LogLevel::kInfo, absl::StrCat("connected to ", address, " (server ",
                                           message.config().server_version(), ")"));
         PublishStatus();
       }

@@ -21,6 +21,27 @@
 // does not grow the backoff (the server paces the agent); hints are cut to
 // common::kMaxRetryAfter, and a malformed one is logged and ignored.
 //
+// Several servers (ServerLinkOptions::server_addresses, `--server a:7443,b:7443`, replicas of
+// one fleet): the link starts at a random entry, so a fleet spreads over the list, and moves to
+// the next entry (wrapping) whenever an attempt ends: a failed connect, a refused stream, or a
+// stream that worked and then ended (the server stopped, drained or broke). The wait before the
+// next entry (ServerRotation, agent/link/server_list.h):
+//   - within a round, i.e. while not every entry has failed in turn since the last stream that
+//     worked: the backoff's first step with the same jitter (0.5-1 s by default), without
+//     growing the backoff. So the next replica is tried promptly, and a fleet that loses one
+//     replica spreads its move to the others over that window rather than arriving at once;
+//   - once a whole round has failed: the exponential backoff as above (growing once per round,
+//     not per entry);
+//   - a retry hint is a floor in both cases, whichever entry is next (the hint paces the agent
+//     against the fleet's servers, which may share the load).
+// With one entry every failure ends a round: the single-server behaviour above, unchanged.
+// A DNS name that resolves to several addresses is one entry: gRPC's resolver hands all of them
+// to the entry's channel, whose default pick_first policy tries them in the resolver's order and
+// keeps the first that connects (gRPC 1.51 does not shuffle them), so such a name gives
+// failover between its addresses within one attempt, but no spread of a fleet over them; list
+// replicas as separate entries for that. The link status's server_address is the entry in use
+// (being connected to, connected, or the one whose attempt ended last).
+//
 // Metric windows: finished experiment windows (SendMetricWindow) wait in a bounded queue
 // (ServerLinkOptions::max_queued_windows, oldest dropped first) and are written once the open
 // stream got its ServerConfig, after the control messages, so windows cut while the server is
@@ -43,6 +64,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -50,6 +72,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/link/credentials.h"
+#include "agent/link/server_list.h"
 #include "agent/reconcile/backoff.h"
 #include "agent/reconcile/log.h"
 #include "agent/reconcile/policy_set.h"
@@ -72,8 +95,10 @@ class BundleSink {
 };
 
 struct ServerLinkOptions {
-  /// gRPC target of rxfleet-server, HOST:PORT. Required.
-  std::string server_address;
+  /// gRPC targets of rxfleet-server, HOST:PORT each (ParseServerAddresses validates a --server
+  /// value into this), tried in turn from a random one (see the file comment). Required: 1 to
+  /// kMaxServerAddresses non-empty entries.
+  std::vector<std::string> server_addresses;
   /// Directory of the persisted last good bundle (kBundleFileName); empty = not persisted.
   std::string state_dir;
   /// Hello fields: host_id (required), labels, agent_version, capabilities, metrics_address,
@@ -114,7 +139,8 @@ struct ServerLinkOptions {
 
 class ServerLink {
  public:
-  /// InvalidArgument if server_address or hello.host_id is empty. `sink` must outlive the link.
+  /// InvalidArgument if server_addresses is empty, has an empty entry or more than
+  /// kMaxServerAddresses, or hello.host_id is empty. `sink` must outlive the link.
   static absl::StatusOr<std::unique_ptr<ServerLink>> Create(ServerLinkOptions options,
                                                             BundleSink* sink);
   /// Stop().
@@ -144,7 +170,8 @@ class ServerLink {
   uint64_t metric_windows_sent() const;
   uint64_t metric_windows_dropped() const;
 
-  /// The link status (state, address, last connect, last error, bundle in effect, last NACK).
+  /// The link status (state, the server address in use, last connect, last error, bundle in
+  /// effect, last NACK).
   v1::ServerLinkStatus status() const;
   /// Streams that got as far as the server's ServerConfig since Start().
   uint64_t streams_opened() const;
@@ -154,11 +181,11 @@ class ServerLink {
   void Log(LogLevel level, const std::string& message) const;
   void PublishStatus() ABSL_LOCKS_EXCLUDED(mu_);
   void Loop();
-  /// One stream from connect to end; returns its final status.
-  // `ended` with an UNAVAILABLE failure explained in plain words when TLS is the cause
-  // (common::ExplainTlsFailure), unchanged otherwise.
-  grpc::Status Explained(grpc::Status ended) const;
-  grpc::Status RunStream();
+  // `ended` (an attempt at `address`) with an UNAVAILABLE failure explained in plain words when
+  // TLS is the cause (common::ExplainTlsFailure), unchanged otherwise.
+  grpc::Status Explained(grpc::Status ended, const std::string& address) const;
+  /// One stream to `address` from connect to end; returns its final status.
+  grpc::Status RunStream(const std::string& address);
   void WriteLoop(grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream);
   void HandleBundle(const v1::PolicyBundle& bundle);
   /// Start(): applies <state-dir>/bundle.pb unless it is missing, unreadable, invalid or
@@ -169,7 +196,8 @@ class ServerLink {
   const ServerLinkOptions options_;
   BundleSink* const sink_;
   const std::string instance_id_;
-  Backoff backoff_;  // connection thread only
+  Backoff backoff_;          // connection thread only
+  ServerRotation rotation_;  // connection thread only
   // The retry hint of the stream that ended last (connection thread only).
   std::optional<absl::Duration> retry_hint_;
   // Whether the last stream got the server's config, and how the stream before ended

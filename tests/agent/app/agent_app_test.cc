@@ -112,7 +112,7 @@ TEST(CommandLineTest, NoModeFlagRunsTheLoopAndStandaloneIsAnAlias) {
     auto parsed = Parse(args);
     ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed)) << args.size();
     EXPECT_EQ(std::get<CommandLine>(parsed).options.mode, AgentMode::kRun);
-    EXPECT_TRUE(std::get<CommandLine>(parsed).server.empty());
+    EXPECT_TRUE(std::get<CommandLine>(parsed).servers.empty());
   }
   // --server alone runs the loop under the server; the alias may still be combined with it.
   for (const std::vector<std::string>& args :
@@ -121,8 +121,35 @@ TEST(CommandLineTest, NoModeFlagRunsTheLoopAndStandaloneIsAnAlias) {
     auto parsed = Parse(args);
     ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed)) << args.size();
     EXPECT_EQ(std::get<CommandLine>(parsed).options.mode, AgentMode::kRun);
-    EXPECT_EQ(std::get<CommandLine>(parsed).server, "fleet:7443");
+    EXPECT_EQ(std::get<CommandLine>(parsed).servers, std::vector<std::string>{"fleet:7443"});
   }
+}
+
+// --server takes replicas as a comma-separated list, validated at the boundary.
+TEST(CommandLineTest, ServerTakesAListOfReplicas) {
+  auto parsed = Parse({"--server", "a.example:7443, b.example:7443,[::1]:7443", "--insecure"});
+  ASSERT_TRUE(std::holds_alternative<CommandLine>(parsed));
+  EXPECT_EQ(std::get<CommandLine>(parsed).servers,
+            (std::vector<std::string>{"a.example:7443", "b.example:7443", "[::1]:7443"}));
+  for (const auto& [list, message] : std::vector<std::pair<std::string, std::string>>{
+           {"", "--server: no server address"},
+           {"a:1,,b:1", "--server: entry 2 is empty"},
+           {"a:1,b:1,", "--server: entry 3 is empty"},
+           {"a:1,A:1", "--server: entry 2: \"A:1\" is already in the list"},
+           {"a:1,b:70000", "--server: entry 2: address \"b:70000\": port must be"},
+           {"a:0", "--server: entry 1: address \"a:0\": port 0"}}) {
+    std::string err;
+    parsed = Parse({"--server", list, "--insecure"}, nullptr, &err);
+    ASSERT_TRUE(std::holds_alternative<int>(parsed)) << list;
+    EXPECT_EQ(std::get<int>(parsed), kExitUsage) << list;
+    EXPECT_THAT(err, HasSubstr(message)) << list;
+  }
+  std::string list;
+  for (int i = 0; i < 17; ++i) absl::StrAppend(&list, i == 0 ? "" : ",", "s", i, ":7443");
+  std::string err;
+  parsed = Parse({"--server", list, "--insecure"}, nullptr, &err);
+  ASSERT_TRUE(std::holds_alternative<int>(parsed));
+  EXPECT_THAT(err, HasSubstr("more than 16 server addresses"));
 }
 
 TEST(CommandLineTest, DefaultsOfTheLoop) {

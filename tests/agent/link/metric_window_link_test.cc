@@ -175,7 +175,7 @@ class MetricWindowLinkTest : public ::testing::Test {
 
   void StartLink(size_t max_queued) {
     ServerLinkOptions options;
-    options.server_address = "127.0.0.1:" + std::to_string(port_);
+    options.server_addresses = {"127.0.0.1:" + std::to_string(port_)};
     options.hello.set_host_id("lab-host");
     options.backoff = {absl::Milliseconds(20), absl::Milliseconds(100), 2.0};
     options.max_queued_windows = max_queued;

@@ -3,12 +3,17 @@
 #include "agent/link/server_link.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,9 +90,17 @@ class ServerLinkTest : public ::testing::Test {
                                        absl::Duration keepalive = kAgentKeepaliveTime,
                                        absl::Duration keepalive_timeout = kAgentKeepaliveTimeout,
                                        std::function<std::string()> metrics_address = nullptr) {
+    return MakeLinkTo({address}, host_id, sink, keepalive, keepalive_timeout,
+                      std::move(metrics_address));
+  }
+  std::unique_ptr<ServerLink> MakeLinkTo(std::vector<std::string> addresses,
+                                         const std::string& host_id, FakeSink* sink,
+                                         absl::Duration keepalive = kAgentKeepaliveTime,
+                                         absl::Duration keepalive_timeout = kAgentKeepaliveTimeout,
+                                         std::function<std::string()> metrics_address = nullptr) {
     ServerLinkOptions options;
     options.metrics_address = std::move(metrics_address);
-    options.server_address = address;
+    options.server_addresses = std::move(addresses);
     options.state_dir = state_.File(host_id);
     options.hello.set_host_id(host_id);
     (*options.hello.mutable_labels())["board"] = "pi5";
@@ -633,6 +646,196 @@ TEST_F(ServerLinkTest, TheReconnectHelloCarriesTheLastAppliedVersion) {
   link->Stop();
   EXPECT_EQ(next.service.hellos().front().host_id(), "h1");
   EXPECT_EQ(next.service.hellos().front().last_good_version(), 2u);
+}
+
+// ---- several servers (--server a:7443,b:7443) ----
+
+TEST_F(ServerLinkTest, CreateRefusesAnEmptyOrOverlongServerList) {
+  FakeSink sink;
+  ServerLinkOptions options;
+  options.hello.set_host_id("h1");
+  EXPECT_TRUE(absl::IsInvalidArgument(ServerLink::Create(options, &sink).status()));
+  options.server_addresses = {"127.0.0.1:1", ""};
+  EXPECT_TRUE(absl::IsInvalidArgument(ServerLink::Create(options, &sink).status()));
+  options.server_addresses.clear();
+  for (size_t i = 0; i <= kMaxServerAddresses; ++i) {
+    options.server_addresses.push_back(absl::StrCat("127.0.0.1:", 1000 + i));
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(ServerLink::Create(options, &sink).status()));
+  options.server_addresses.pop_back();
+  EXPECT_TRUE(ServerLink::Create(options, &sink).ok());
+}
+
+// A fleet spreads over its servers: each link starts at a random entry, which its status names
+// before the first connect. 64 links all on one entry would happen with probability 2^-63.
+TEST_F(ServerLinkTest, LinksStartAtARandomEntryOfTheList) {
+  FakeSink sink;
+  std::map<std::string, int> first;
+  for (int i = 0; i < 64; ++i) {
+    std::unique_ptr<ServerLink> link =
+        MakeLinkTo({"127.0.0.1:7001", "127.0.0.1:7002"}, absl::StrCat("h", i), &sink);
+    ASSERT_NE(link, nullptr);
+    ++first[link->status().server_address()];
+  }
+  EXPECT_EQ(first.size(), 2u);
+  EXPECT_GT(first["127.0.0.1:7001"], 0);
+  EXPECT_GT(first["127.0.0.1:7002"], 0);
+}
+
+// A TCP port on loopback where nothing listens (bound, never listening: connects are refused,
+// and no other test can take the port while it is held).
+class RefusingPort {
+ public:
+  RefusingPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port_ = ntohs(addr.sin_port);
+    }
+  }
+  ~RefusingPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int port() const { return port_; }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// Every "retrying in D at NEXT" line of the log, in order.
+struct LoggedAttempt {
+  absl::Duration delay;
+  std::string next;
+};
+std::vector<LoggedAttempt> Retries(const std::string& log) {
+  std::vector<LoggedAttempt> retries;
+  for (size_t at = log.find("retrying in "); at != std::string::npos;
+       at = log.find("retrying in ", at + 1)) {
+    const size_t start = at + 12;
+    const size_t end = log.find_first_of(" \n", start);
+    LoggedAttempt retry;
+    if (!absl::ParseDuration(log.substr(start, end - start), &retry.delay)) break;
+    const size_t line_end = log.find('\n', start);
+    const size_t next = log.find(" at ", start);
+    if (next != std::string::npos && next < line_end) {
+      retry.next = log.substr(next + 4, log.find_first_of(" \n", next + 4) - (next + 4));
+    }
+    retries.push_back(retry);
+  }
+  return retries;
+}
+
+// The rule between entries: after one entry fails the next is tried after the backoff's first
+// step (50 ms here, times the jitter), however long the backoff has grown; once both failed in
+// turn, the growing backoff applies (50, 100, 200, 400 ms, times the jitter in [0.5, 1]).
+TEST_F(ServerLinkTest, TheNextEntryComesPromptlyAndAFailedRoundBacksOff) {
+  RefusingPort a, b;
+  ASSERT_GT(a.port(), 0);
+  ASSERT_GT(b.port(), 0);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLinkTo({a.address(), b.address()}, "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return Retries(Log()).size() >= 10; }, absl::Seconds(60))) << Log();
+  link->Stop();
+  const std::vector<LoggedAttempt> retries = Retries(Log());
+  for (size_t i = 0; i + 1 < retries.size(); ++i) {
+    EXPECT_NE(retries[i].next, retries[i + 1].next) << i << "\n" << Log();  // alternating
+    EXPECT_TRUE(retries[i].next == a.address() || retries[i].next == b.address()) << Log();
+  }
+  for (size_t i = 0; i < 10; i += 2) {
+    EXPECT_LE(retries[i].delay, absl::Milliseconds(50)) << i << "\n" << Log();  // within a round
+  }
+  // The 4th and 5th failed rounds wait the backoff's maximum (400 ms) times the jitter.
+  EXPECT_GE(retries[7].delay, absl::Milliseconds(199)) << Log();
+  EXPECT_GE(retries[9].delay, absl::Milliseconds(199)) << Log();
+  EXPECT_LE(retries[9].delay, absl::Milliseconds(400)) << Log();
+}
+
+// A list with a dead entry still connects, whichever entry the link starts at, and the status
+// names the address in use.
+TEST_F(ServerLinkTest, ADeadEntryIsSkipped) {
+  RefusingPort dead;
+  ASSERT_GT(dead.port(), 0);
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLinkTo({dead.address(), server->address()}, "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> host = server->GetHost("h1");
+    return host.ok() && host->status().connected() && host->status().last_acked_version() == 1;
+  })) << Log();
+  EXPECT_EQ(link->status().state(), v1::SERVER_LINK_STATE_CONNECTED);
+  EXPECT_EQ(link->status().server_address(), server->address());
+}
+
+// Two replicas: the agent connects to one; when that one stops, it moves to the other, whose
+// bundle it applies and ACKs, and whose address the status shows.
+TEST_F(ServerLinkTest, FailsOverToTheOtherServerAndAcksItsBundle) {
+  std::unique_ptr<TestServer> one = TestServer::Start();
+  std::unique_ptr<TestServer> two = TestServer::Start();
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  ASSERT_TRUE(one->ApplyHold("usb3-short", 32).ok());  // version 2 on both
+  ASSERT_TRUE(two->ApplyHold("usb2-long", 1024).ok());
+  ASSERT_TRUE(two->ApplyHold("usb2-mid", 512).ok());  // version 3 on the second only
+  FakeSink sink;
+  std::unique_ptr<ServerLink> link = MakeLinkTo({one->address(), two->address()}, "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return link->status().state() == v1::SERVER_LINK_STATE_CONNECTED; }))
+      << Log();
+  TestServer* first = link->status().server_address() == one->address() ? one.get() : two.get();
+  TestServer* other = first == one.get() ? two.get() : one.get();
+  const uint64_t other_version = other == one.get() ? 2 : 3;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Host> host = first->GetHost("h1");
+    return host.ok() && host->status().connected() && host->status().last_acked_version() > 1;
+  })) << Log();
+  const std::string other_address = other->address();
+
+  first->Stop();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<v1::Host> host = other->GetHost("h1");
+        return host.ok() && host->status().connected() &&
+               host->status().last_acked_version() == other_version;
+      },
+      absl::Seconds(60)))
+      << Log();
+  EXPECT_EQ(sink.active_version(), other_version);
+  EXPECT_EQ(link->status().state(), v1::SERVER_LINK_STATE_CONNECTED);
+  EXPECT_EQ(link->status().server_address(), other_address);
+  EXPECT_THAT(Log(), HasSubstr(absl::StrCat("connected to ", other_address)));
+}
+
+// The Hello of the stream to the next server names the bundle version applied from the one
+// before (nothing else: the Hello has no nonce).
+TEST_F(ServerLinkTest, TheHelloToTheNextServerCarriesTheLastAppliedVersion) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(server->ApplyHold("usb3-short", 32).ok());
+  HintingServer next(grpc::StatusCode::UNAVAILABLE, "100");
+  ASSERT_NE(next.server, nullptr);
+  FakeSink sink;
+  // The recording server first would record a Hello of version 0: wait until the real one
+  // served the link, whichever it started at.
+  std::unique_ptr<ServerLink> link = MakeLinkTo({server->address(), next.address()}, "h1", &sink);
+  link->Start();
+  ASSERT_TRUE(WaitFor([&] { return sink.active_version() == 2; }, absl::Seconds(60))) << Log();
+  const size_t before = next.service.hellos().size();
+  server->Stop();
+  ASSERT_TRUE(WaitFor([&] { return next.service.hellos().size() > before; })) << Log();
+  link->Stop();
+  const v1::Hello hello = next.service.hellos().back();
+  EXPECT_EQ(hello.host_id(), "h1");
+  EXPECT_EQ(hello.last_good_version(), 2u);
 }
 
 }  // namespace
