@@ -27,6 +27,7 @@
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
 #include "tests/support/paths.h"
+#include "tests/support/postgres.h"
 #include "tests/support/process.h"
 
 namespace rxfleet {
@@ -56,6 +57,8 @@ grpc::ClientContext* WithDeadline(grpc::ClientContext* context) {
 class ServerProcess {
  public:
   explicit ServerProcess(const TempDir& dir) : db_(dir.File("server.db")) {}
+  // On a database given by path or URI (a PostgreSQL database).
+  explicit ServerProcess(std::string db) : db_(std::move(db)) {}
 
   // Starts on `port` (0 = any free port the first time, then the same port again).
   bool Start() {
@@ -255,11 +258,26 @@ std::optional<uint32_t> ObservedHold(ServerProcess& server, const std::string& h
 
 class FleetTest : public ::testing::Test {
  protected:
+  void PolicyChangesExactlyTheMatchingAdapters(ServerProcess& server);
+  void KillDuringAPolicyBurst(ServerProcess& server);
+
   TempDir dir_{"rxfleet-fleet-test"};
 };
 
 TEST_F(FleetTest, APolicyChangesExactlyTheMatchingAdaptersAndEveryAgentAcks) {
   ServerProcess server(dir_);
+  PolicyChangesExactlyTheMatchingAdapters(server);
+}
+
+// The same on a server whose database is PostgreSQL (the ctest fixture's server).
+TEST_F(FleetTest, OnPostgresAPolicyChangesExactlyTheMatchingAdapters) {
+  if (!rxfleet::testing::PostgresAvailable()) GTEST_SKIP() << "no test PostgreSQL server";
+  rxfleet::testing::TestDatabase db;
+  ServerProcess server(db.uri());
+  PolicyChangesExactlyTheMatchingAdapters(server);
+}
+
+void FleetTest::PolicyChangesExactlyTheMatchingAdapters(ServerProcess& server) {
   ASSERT_TRUE(server.Start());
   // Ids: the SuperSpeed and high-speed RTL8922AU labs share the peer pair 2-2/3-3.
   AgentProcess usb3(dir_, "pi5-a", "rtl8922au-superspeed", "pi5");
@@ -407,6 +425,27 @@ TEST_F(FleetTest, AgentsRideOutServerOutagesAndConvergeWhenItIsBack) {
 
 TEST_F(FleetTest, KillDashNineDuringAPolicyBurstLosesNoAcknowledgedWrite) {
   ServerProcess server(dir_);
+  KillDuringAPolicyBurst(server);
+}
+
+// On PostgreSQL: a second server on the database is refused while the first runs, and after
+// each kill -9 the restarted server takes the database over (the lock ends with the killed
+// server's session) with no acknowledged write lost.
+TEST_F(FleetTest, OnPostgresKillDashNineLosesNoAcknowledgedWriteAndTheNextServerTakesOver) {
+  if (!rxfleet::testing::PostgresAvailable()) GTEST_SKIP() << "no test PostgreSQL server";
+  rxfleet::testing::TestDatabase db;
+  ServerProcess server(db.uri());
+  ASSERT_TRUE(server.Start());
+  ProcessResult second = RunProcess({BinaryPath("server/rxfleet-server"), "--insecure", "--listen",
+                                     "127.0.0.1:0", "--db", db.uri(), "--http-listen", "none"},
+                                    absl::Seconds(30));
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_THAT(second.stderr_text, HasSubstr("in use by another rxfleet-server"));
+  EXPECT_EQ(server.Stop(), 0);
+  KillDuringAPolicyBurst(server);
+}
+
+void FleetTest::KillDuringAPolicyBurst(ServerProcess& server) {
   ASSERT_TRUE(server.Start());
   // Every write changes its policy's description to a new sequence number, so a stored policy
   // tells which write it holds. policy -> sequence number of its last acknowledged write.
@@ -449,7 +488,9 @@ TEST_F(FleetTest, KillDashNineDuringAPolicyBurstLosesNoAcknowledgedWrite) {
       stop = true;
     }
     writer.join();
-    ASSERT_TRUE(server.Start());
+    // A PostgreSQL server's lock ends with its session, which the database may notice a moment
+    // after the kill: starting again is retried for a while.
+    ASSERT_TRUE(WaitFor([&] { return server.Start(); }, absl::Seconds(30)));
 
     v1::ListPoliciesRequest request;
     request.set_page_size(1000);
