@@ -10,12 +10,8 @@
 #include <system_error>
 #include <utility>
 
-#include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
 #include "server/store/records.h"
