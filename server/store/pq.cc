@@ -67,7 +67,7 @@ absl::Status StatusFromPq(const Error& e, std::string_view what, std::string_vie
   const std::string message =
       absl::StrCat(ToAbslView(what), " (PostgreSQL ", ToAbslView(database), "): ", e.what());
   const std::string& code = e.sqlstate();
-  const std::string_view error_class = std::string_view(code).substr(0, 2);
+  const std::string error_class = code.substr(0, 2);
   if (error_class == "08" || code == "57P01" || code == "57P02" || code == "57P03" ||
       code == "40001" || code == "40P01" || code == "55P03" || code == "53300") {
     return absl::UnavailableError(message);
