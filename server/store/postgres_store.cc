@@ -1,3 +1,6 @@
+// The PostgreSQL store (server/store/postgres_store.h): opening, policies, registry, events and
+// local audit; experiments and metric windows are in postgres_store_experiments.cc.
+
 #include "server/store/postgres_store.h"
 
 #include <algorithm>
@@ -9,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
+#include "server/store/postgres_util.h"
 #include "server/store/pq.h"
 #include "server/store/records.h"
 
@@ -16,21 +20,11 @@ namespace rxfleet::server {
 namespace {
 
 using common::ToAbslView;
+using postgres::LockRevision;
+using postgres::SetRevision;
 
 // The server lock of an exclusive store (see StoreOptions.exclusive).
 constexpr int64_t kServerLock = 0x72787365727665;  // "rxserve"
-
-// Locks the revision row, serialising configuration writers (see the header); returns the
-// current revision.
-int64_t LockRevision(pq::Connection& conn) {
-  pq::Result row = conn.Exec("SELECT value FROM meta WHERE key = 'revision' FOR UPDATE");
-  if (row.rows() != 1) throw pq::Error("XX001", "meta key 'revision' is missing");
-  return row.Int(0, 0);
-}
-
-void SetRevision(pq::Connection& conn, int64_t revision) {
-  conn.Exec("UPDATE meta SET value = $1 WHERE key = 'revision'", pq::Params().Int(revision));
-}
 
 int64_t ReadMeta(pq::Connection& conn, const char* key) {
   pq::Result row = conn.Exec("SELECT value FROM meta WHERE key = $1", pq::Params().Text(key));
@@ -50,30 +44,6 @@ std::optional<v1::Policy> FindPolicy(pq::Connection& conn, std::string_view name
       conn.Exec("SELECT record FROM policies WHERE name = $1", pq::Params().Text(name));
   if (row.rows() == 0) return std::nullopt;
   return row.Record<v1::Policy>(0, 0, "policies");
-}
-
-std::optional<v1::Experiment> FindExperiment(pq::Connection& conn, std::string_view name) {
-  pq::Result row =
-      conn.Exec("SELECT record FROM experiments WHERE name = $1", pq::Params().Text(name));
-  if (row.rows() == 0) return std::nullopt;
-  return row.Record<v1::Experiment>(0, 0, "experiments");
-}
-
-void UpsertExperiment(pq::Connection& conn, const v1::Experiment& experiment) {
-  pq::Params params;
-  params.Text(experiment.metadata().name())
-      .Int(absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
-  if (experiment.status().has_end_time()) {
-    params.Int(absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
-  } else {
-    params.Null();
-  }
-  params.Record(experiment);
-  conn.Exec(
-      "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
-      "VALUES ($1, $2, $3::int8, $4) ON CONFLICT (name) DO UPDATE SET "
-      "end_time_ns = excluded.end_time_ns, record = excluded.record",
-      params);
 }
 
 }  // namespace
@@ -357,168 +327,6 @@ absl::StatusOr<uint64_t> PostgresStore::BumpBundleVersion() {
     return static_cast<uint64_t>(bundle_version);
   } catch (const pq::Error& e) {
     return pq::StatusFromPq(e, "cannot bump the bundle version", name_);
-  }
-}
-
-absl::StatusOr<v1::Experiment> PostgresStore::CreateExperiment(const v1::Experiment& experiment,
-                                                               absl::Time now) {
-  const std::string& name = experiment.metadata().name();
-  if (name.empty()) return absl::InvalidArgumentError("experiment metadata.name must be set");
-  absl::MutexLock lock(&mu_);
-  try {
-    pq::Connection& conn = Connected();
-    pq::Transaction transaction(conn);
-    const int64_t revision = LockRevision(conn) + 1;
-    if (FindExperiment(conn, name).has_value()) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "experiment ", name, " already exists (names are never reused, even after it ended)"));
-    }
-    const v1::Experiment out = store_records::NewExperiment(experiment, revision, now);
-    UpsertExperiment(conn, out);
-    SetRevision(conn, revision);
-    transaction.Commit();
-    return out;
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, absl::StrCat("cannot store experiment ", name), name_);
-  }
-}
-
-absl::StatusOr<v1::Experiment> PostgresStore::UpdateExperimentStatus(
-    std::string_view name, const v1::ExperimentStatus& status, absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  try {
-    pq::Connection& conn = Connected();
-    pq::Transaction transaction(conn);
-    const int64_t revision = LockRevision(conn) + 1;
-    std::optional<v1::Experiment> stored = FindExperiment(conn, name);
-    if (!stored.has_value()) {
-      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
-    }
-    *stored->mutable_status() = status;
-    stored->mutable_metadata()->set_resource_version(absl::StrCat(revision));
-    *stored->mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
-    UpsertExperiment(conn, *stored);
-    SetRevision(conn, revision);
-    transaction.Commit();
-    return *std::move(stored);
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, absl::StrCat("cannot update experiment ", ToAbslView(name)), name_);
-  }
-}
-
-absl::Status PostgresStore::DeleteExperiment(std::string_view name) {
-  absl::MutexLock lock(&mu_);
-  try {
-    pq::Connection& conn = Connected();
-    pq::Transaction transaction(conn);
-    LockRevision(conn);
-    if (conn.Exec("DELETE FROM experiments WHERE name = $1", pq::Params().Text(name)).affected() ==
-        0) {
-      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
-    }
-    conn.Exec("DELETE FROM metric_windows WHERE experiment = $1", pq::Params().Text(name));
-    transaction.Commit();
-    return absl::OkStatus();
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, absl::StrCat("cannot delete experiment ", ToAbslView(name)), name_);
-  }
-}
-
-absl::StatusOr<std::vector<v1::Experiment>> PostgresStore::LoadExperiments() {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::Experiment> out;
-  try {
-    pq::Result rows =
-        Connected().Exec("SELECT record FROM experiments ORDER BY create_time_ns, name");
-    for (int i = 0; i < rows.rows(); ++i) {
-      out.push_back(rows.Record<v1::Experiment>(i, 0, "experiments"));
-    }
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, "cannot load experiments", name_);
-  }
-  return out;
-}
-
-absl::Status PostgresStore::AddWindows(absl::Span<const StoredWindow> windows) {
-  if (windows.empty()) return absl::OkStatus();
-  std::vector<pq::Params> rows;
-  rows.reserve(windows.size());
-  for (const StoredWindow& w : windows) {
-    rows.push_back(pq::Params()
-                       .Text(w.experiment)
-                       .Text(w.host_id)
-                       .Int(w.window.valid() ? 1 : 0)
-                       .Int(static_cast<int64_t>(w.segment.size()))
-                       .Text(store_records::JoinSegment(w.segment))
-                       .Record(w.window));
-  }
-  absl::MutexLock lock(&mu_);
-  try {
-    pq::Connection& conn = Connected();
-    pq::Transaction transaction(conn);
-    conn.ExecMany(
-        "INSERT INTO metric_windows (experiment, host_id, valid, segment_count, segment, record) "
-        "VALUES ($1, $2, $3 <> 0, $4, $5, $6)",
-        rows);
-    transaction.Commit();
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, "cannot store metric windows", name_);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PostgresStore::ForEachWindow(
-    std::string_view experiment,
-    const std::function<void(const std::string& host_id, std::vector<std::string> segment,
-                             const v1::MetricWindow& window)>& fn) {
-  absl::MutexLock lock(&mu_);
-  try {
-    pq::Result rows = Connected().Exec(
-        "SELECT host_id, segment_count::int8, segment, record FROM metric_windows "
-        "WHERE experiment = $1 ORDER BY id",
-        pq::Params().Text(experiment));
-    v1::MetricWindow window;
-    for (int i = 0; i < rows.rows(); ++i) {
-      window = rows.Record<v1::MetricWindow>(i, 3, "metric_windows");
-      fn(rows.Text(i, 0), store_records::SplitSegment(rows.Bytes(i, 2), rows.Int(i, 1)), window);
-    }
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(
-        e, absl::StrCat("cannot read the metric windows of experiment ", ToAbslView(experiment)),
-        name_);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::map<std::string, WindowCounts>> PostgresStore::CountWindows() {
-  absl::MutexLock lock(&mu_);
-  std::map<std::string, WindowCounts> out;
-  try {
-    pq::Result rows = Connected().Exec(
-        "SELECT experiment, COUNT(*), COUNT(*) FILTER (WHERE valid) FROM metric_windows "
-        "GROUP BY experiment");
-    for (int i = 0; i < rows.rows(); ++i) {
-      WindowCounts& counts = out[rows.Text(i, 0)];
-      counts.total = static_cast<uint64_t>(rows.Int(i, 1));
-      counts.valid = static_cast<uint64_t>(rows.Int(i, 2));
-    }
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, "cannot count metric windows", name_);
-  }
-  return out;
-}
-
-absl::StatusOr<uint64_t> PostgresStore::DeleteWindowsOfExperimentsEndedBefore(
-    absl::Time ended_before) {
-  absl::MutexLock lock(&mu_);
-  try {
-    pq::Result deleted = Connected().Exec(
-        "DELETE FROM metric_windows WHERE experiment IN (SELECT name FROM experiments WHERE "
-        "end_time_ns IS NOT NULL AND end_time_ns < $1)",
-        pq::Params().Int(absl::ToUnixNanos(ended_before)));
-    return static_cast<uint64_t>(deleted.affected());
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, "cannot delete expired metric windows", name_);
   }
 }
 

@@ -2,7 +2,9 @@
 
 // The PostgreSQL implementation of Store (server/store/store.h), selected by a libpq
 // connection URI (`--db postgresql://user@host:port/dbname`; unset parts from the PG*
-// environment variables). Same semantics as the SQLite store; the differences are where the
+// environment variables). Files: postgres_store.cc (open, policies, registry, events),
+// postgres_store_experiments.cc (experiments, windows), postgres_util.h (the revision lock),
+// postgres_token_store.cc. Same semantics as the SQLite store; the differences are where the
 // data lives and how writers are kept apart:
 //
 // - Schema: numbered migrations of its own (postgres_schema.cc), applied at open under a

@@ -1,0 +1,15 @@
+#include "server/store/postgres_util.h"
+
+namespace rxfleet::server::postgres {
+
+int64_t LockRevision(pq::Connection& conn) {
+  pq::Result row = conn.Exec("SELECT value FROM meta WHERE key = 'revision' FOR UPDATE");
+  if (row.rows() != 1) throw pq::Error("XX001", "meta key 'revision' is missing");
+  return row.Int(0, 0);
+}
+
+void SetRevision(pq::Connection& conn, int64_t revision) {
+  conn.Exec("UPDATE meta SET value = $1 WHERE key = 'revision'", pq::Params().Int(revision));
+}
+
+}  // namespace rxfleet::server::postgres
