@@ -47,36 +47,6 @@ class PostgresTokenStore final : public TokenStore {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<CreatedToken> Create(std::string_view name, Role role, std::string_view created_by,
-                                      absl::Time now) override {
-    if (absl::Status s = ValidateTokenName(name); !s.ok()) return s;
-    absl::StatusOr<std::string> token = GenerateToken();
-    if (!token.ok()) return token.status();
-    const std::string hash = HashToken(*token);
-    absl::MutexLock lock(&mu_);
-    try {
-      const pq::Result inserted = Connected().Exec(
-          "INSERT INTO tokens (name, role, hash, create_time_us, created_by) "
-          "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
-          pq::Params()
-              .Text(name)
-              .Text(RoleName(role))
-              .Bytes(hash)
-              .Int(absl::ToUnixMicros(now))
-              .Text(created_by));
-      if (inserted.affected() == 0) {
-        return absl::AlreadyExistsError(absl::StrCat("name: a token named '", ToAbslView(name),
-                                                     "' exists; revoke it first to replace it"));
-      }
-    } catch (const pq::Error& e) {
-      return pq::StatusFromPq(e, "cannot store the token", name_);
-    }
-    CreatedToken created;
-    created.record = {std::string(name), role, now, std::string(created_by)};
-    created.token = *std::move(token);
-    return created;
-  }
-
   absl::StatusOr<std::vector<TokenRecord>> List() override {
     absl::MutexLock lock(&mu_);
     std::vector<TokenRecord> records;
@@ -122,6 +92,25 @@ class PostgresTokenStore final : public TokenStore {
   }
 
  private:
+  absl::StatusOr<bool> Insert(const TokenRecord& record, std::string_view hash) override {
+    absl::MutexLock lock(&mu_);
+    try {
+      return Connected()
+                 .Exec(
+                     "INSERT INTO tokens (name, role, hash, create_time_us, created_by) "
+                     "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
+                     pq::Params()
+                         .Text(record.name)
+                         .Text(RoleName(record.role))
+                         .Bytes(hash)
+                         .Int(absl::ToUnixMicros(record.create_time))
+                         .Text(record.created_by))
+                 .affected() == 1;
+    } catch (const pq::Error& e) {
+      return pq::StatusFromPq(e, "cannot store the token", name_);
+    }
+  }
+
   pq::Connection& Connected() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (conn_ == nullptr || !conn_->healthy()) {
       conn_.reset();

@@ -33,13 +33,13 @@ TokenRecord ReadRecord(SQLite::Statement& row) {
 class SqliteTokenStore final : public TokenStore {
  public:
   static absl::StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& path);
-  absl::StatusOr<CreatedToken> Create(std::string_view name, Role role, std::string_view created_by,
-                                      absl::Time now) override;
   absl::StatusOr<std::vector<TokenRecord>> List() override;
   absl::StatusOr<TokenRecord> Revoke(std::string_view name) override;
   absl::StatusOr<std::optional<TokenRecord>> Find(std::string_view token) override;
 
  private:
+  absl::StatusOr<bool> Insert(const TokenRecord& record, std::string_view hash) override;
+
   absl::Mutex mu_;
   std::string path_;
   std::unique_ptr<SQLite::Database> db_ ABSL_GUARDED_BY(mu_);
@@ -61,36 +61,21 @@ absl::StatusOr<std::unique_ptr<TokenStore>> SqliteTokenStore::Open(const std::st
   return store;
 }
 
-absl::StatusOr<CreatedToken> SqliteTokenStore::Create(std::string_view name, Role role,
-                                                      std::string_view created_by, absl::Time now) {
-  if (absl::Status s = ValidateTokenName(name); !s.ok()) return s;
-  absl::StatusOr<std::string> token = GenerateToken();
-  if (!token.ok()) return token.status();
-  const std::string hash = HashToken(*token);
+absl::StatusOr<bool> SqliteTokenStore::Insert(const TokenRecord& record, std::string_view hash) {
   absl::MutexLock lock(&mu_);
   try {
-    SQLite::Statement exists(*db_, "SELECT 1 FROM tokens WHERE name = ?");
-    exists.bind(1, std::string(name));
-    if (exists.executeStep()) {
-      return absl::AlreadyExistsError(absl::StrCat("name: a token named '", ToAbslView(name),
-                                                   "' exists; revoke it first to replace it"));
-    }
     SQLite::Statement insert(*db_,
                              "INSERT INTO tokens (name, role, hash, create_time_us, created_by) "
-                             "VALUES (?, ?, ?, ?, ?)");
-    insert.bind(1, std::string(name));
-    insert.bind(2, std::string(RoleName(role)));
+                             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING");
+    insert.bind(1, record.name);
+    insert.bind(2, std::string(RoleName(record.role)));
     insert.bind(3, hash.data(), static_cast<int>(hash.size()));
-    insert.bind(4, absl::ToUnixMicros(now));
-    insert.bind(5, std::string(created_by));
-    insert.exec();
+    insert.bind(4, absl::ToUnixMicros(record.create_time));
+    insert.bind(5, record.created_by);
+    return insert.exec() == 1;
   } catch (const SQLite::Exception& e) {
     return StatusFromSqlite(e, "cannot store the token", path_);
   }
-  CreatedToken created;
-  created.record = {std::string(name), role, now, std::string(created_by)};
-  created.token = *std::move(token);
-  return created;
 }
 
 absl::StatusOr<std::vector<TokenRecord>> SqliteTokenStore::List() {
@@ -147,6 +132,23 @@ absl::StatusOr<std::optional<TokenRecord>> SqliteTokenStore::Find(std::string_vi
 }
 
 }  // namespace
+
+absl::StatusOr<CreatedToken> TokenStore::Create(std::string_view name, Role role,
+                                                std::string_view created_by, absl::Time now) {
+  if (absl::Status s = ValidateTokenName(name); !s.ok()) return s;
+  absl::StatusOr<std::string> token = GenerateToken();
+  if (!token.ok()) return token.status();
+  CreatedToken created;
+  created.record = {std::string(name), role, now, std::string(created_by)};
+  absl::StatusOr<bool> inserted = Insert(created.record, HashToken(*token));
+  if (!inserted.ok()) return inserted.status();
+  if (!*inserted) {
+    return absl::AlreadyExistsError(absl::StrCat("name: a token named '", ToAbslView(name),
+                                                 "' exists; revoke it first to replace it"));
+  }
+  created.token = *std::move(token);
+  return created;
+}
 
 absl::StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& database) {
   if (IsPostgresUri(database)) return OpenPostgresTokenStore(database);

@@ -52,8 +52,8 @@ class TokenStore {
 
   /// Creates a token. InvalidArgument for a bad name (see ValidateTokenName); AlreadyExists if
   /// the name is taken (revoke it first to replace it).
-  virtual absl::StatusOr<CreatedToken> Create(std::string_view name, Role role,
-                                              std::string_view created_by, absl::Time now) = 0;
+  absl::StatusOr<CreatedToken> Create(std::string_view name, Role role, std::string_view created_by,
+                                      absl::Time now);
 
   /// Tokens ordered by name.
   virtual absl::StatusOr<std::vector<TokenRecord>> List() = 0;
@@ -66,6 +66,9 @@ class TokenStore {
 
  protected:
   TokenStore() = default;
+  /// Stores `record` with the token's hash, unless a token of that name exists: then false.
+  /// Errors only for database failures.
+  virtual absl::StatusOr<bool> Insert(const TokenRecord& record, std::string_view hash) = 0;
 };
 
 /// The PostgreSQL token store (server/store/postgres_token_store.cc); use TokenStore::Open.
