@@ -36,6 +36,7 @@
 #include "server/registry/event_log.h"
 #include "server/registry/policy_set.h"
 #include "server/registry/registry.h"
+#include "server/store/change_feed.h"
 #include "server/store/store.h"
 #include "server/store/token_store.h"
 
@@ -131,6 +132,12 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
         absl::StrCat("max-connection-age ", absl::FormatDuration(options.max_connection_age),
                      " is out of range: 0 (off) or ", absl::FormatDuration(kMinConnectionAge), "..",
                      absl::FormatDuration(kMaxConnectionAge)));
+  }
+  if (options.config_poll_interval <= absl::ZeroDuration() ||
+      options.config_poll_interval > absl::Minutes(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config-poll-interval ", absl::FormatDuration(options.config_poll_interval),
+                     " is out of range: more than 0, at most 1m"));
   }
   if (options.max_connection_age_grace < absl::ZeroDuration() ||
       options.max_connection_age_grace > kMaxConnectionAge) {
@@ -347,6 +354,18 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
         "running with --insecure: the gRPC API is plaintext and unauthenticated; anyone who "
         "can reach it can change policies and speak for any host (docs/SECURITY.md)");
   }
+  if (postgres) {
+    // Configuration committed by another process reaches this server's agents too.
+    ChangeFeedOptions feed_options;
+    feed_options.conninfo = options.db_path;
+    feed_options.poll_interval = options.config_poll_interval;
+    feed_options.connect_timeout = store_options.busy_timeout;
+    absl::StatusOr<std::unique_ptr<ChangeFeed>> feed = ChangeFeed::Start(
+        feed_options,
+        [&s](uint64_t revision, bool resync) { return s.ReloadConfig(revision, resync); });
+    if (!feed.ok()) return feed.status();
+    s.changes_ = *std::move(feed);
+  }
   s.flusher_ = std::thread([&s] { s.FlushLoop(); });
   s.experiments_->Run();
   std::shared_ptr<const PolicySnapshot> snapshot = s.policies_->snapshot();
@@ -394,11 +413,32 @@ void FleetServer::Shutdown(absl::Duration timeout, absl::Duration agent_spread) 
   agent_service_->Stop();    // the agent streams' queues, after the server ended their calls
   work_.reset();             // finishes queued API calls
   experiments_->Shutdown();  // no more ticks; buffered windows written
-  debouncer_.reset();        // no more pushes
+  if (changes_ != nullptr) changes_->Stop();  // no more reloads
+  debouncer_.reset();                         // no more pushes
   if (flusher_.joinable()) flusher_.join();
   Flush();  // the last registry changes
   http_.reset();
   Log(LogLevel::kInfo, "stopped");
+}
+
+absl::Status FleetServer::ReloadConfig(uint64_t revision, bool resync) {
+  metrics_->config_listener_up->Set(1);
+  absl::StatusOr<ConfigState> config = store_->LoadConfig();
+  if (!config.ok()) {
+    metrics_->config_reload_failures->Increment();
+    Log(LogLevel::kWarning, absl::StrCat("cannot reload the configuration (revision ", revision,
+                                         "): ", config.status().message(), "; retrying"));
+    return config.status();
+  }
+  metrics_->config_reloads->Increment();
+  if (policies_->Replace(config->policies, config->bundle_version)) {
+    Log(LogLevel::kInfo,
+        absl::StrCat("configuration changed in the database (revision ", config->revision,
+                     resync ? ", after the change listener reconnected" : "", "): bundle version ",
+                     config->bundle_version, ", ", config->policies.size(), " policies; pushing"));
+    debouncer_->Trigger();
+  }
+  return absl::OkStatus();
 }
 
 void FleetServer::FlushLoop() {
@@ -415,6 +455,7 @@ void FleetServer::FlushLoop() {
     metrics_->adapters->Set(static_cast<double>(counts.adapters));
     metrics_->policies->Set(static_cast<double>(snapshot->policies.size()));
     metrics_->bundle_version->Set(static_cast<double>(snapshot->bundle_version));
+    if (changes_ != nullptr) metrics_->config_listener_up->Set(changes_->connected() ? 1 : 0);
     mu_.Lock();
   }
 }

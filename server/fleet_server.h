@@ -27,6 +27,7 @@ namespace rxfleet::server {
 
 class AgentServiceImpl;
 class Authorizer;
+class ChangeFeed;
 class Debouncer;
 class EventLog;
 class ExperimentController;
@@ -141,6 +142,9 @@ struct FleetServerOptions {
   /// GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS: how long calls on an aged connection may go on
   /// after its GOAWAY before they are cancelled (agents reconnect at once); 0..kMaxConnectionAge.
   absl::Duration max_connection_age_grace = absl::Seconds(30);
+  /// PostgreSQL only: how often the server reads the configuration revision when no wake-up
+  /// arrives (jittered +/-25%; server/store/change_feed.h), (0, 1 min]; --config-poll-interval.
+  absl::Duration config_poll_interval = absl::Seconds(2);
 };
 
 /// Bounds of FleetServerOptions::max_connection_age (gRPC takes at most INT_MAX ms, about 24.8
@@ -186,6 +190,9 @@ class FleetServer {
   /// Writes dirty hosts and new events; logs (once per failure streak) and retries later on
   /// failure. Returns whether the write succeeded.
   bool Flush();
+  /// The change feed's callback: re-reads the configuration (Store::LoadConfig) and, when its
+  /// bundle version is newer than the one in memory, replaces the policies and pushes.
+  absl::Status ReloadConfig(uint64_t revision, bool resync);
 
   FleetServerOptions options_;
   int grpc_port_ = 0;
@@ -209,6 +216,7 @@ class FleetServer {
   std::unique_ptr<Debouncer> debouncer_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<ChangeFeed> changes_;  // PostgreSQL only
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -286,6 +286,13 @@ int main(int argc, char** argv) {
                  "they are cancelled")
       ->default_val(max_connection_age_grace)
       ->check(DurationValidator());
+  std::string config_poll_interval = "2s";
+  app.add_option("--config-poll-interval", config_poll_interval,
+                 "PostgreSQL: read the configuration revision at least this often (+/-25% "
+                 "jitter) besides the NOTIFY wake-ups, so a change made through another process "
+                 "is never missed for longer (0..1m, exclusive of 0)")
+      ->default_val(config_poll_interval)
+      ->check(DurationValidator());
   bool no_reflection = false;
   app.add_flag("--no-reflection", no_reflection,
                "do not serve gRPC server reflection (the public API schema, for grpcurl and "
@@ -358,6 +365,7 @@ int main(int argc, char** argv) {
   (void)absl::ParseDuration(experiment_retention, &options.experiment_retention);
   (void)absl::ParseDuration(max_connection_age, &options.max_connection_age);
   (void)absl::ParseDuration(max_connection_age_grace, &options.max_connection_age_grace);
+  (void)absl::ParseDuration(config_poll_interval, &options.config_poll_interval);
   options.reflection = !no_reflection;
   absl::Duration drain;
   (void)absl::ParseDuration(drain_timeout, &drain);

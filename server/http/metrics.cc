@@ -83,6 +83,16 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
            .Register(reg);
   store_write_failures = MakeCounter(reg, "rxfleet_server_store_write_failures_total",
                                      "Failed database writes (API writes and registry flushes).");
+  config_listener_up =
+      MakeGauge(reg, "rxfleet_server_config_listener_up",
+                "1 while the PostgreSQL change listener is connected (0 when it is not, or on "
+                "SQLite, where no other process writes the configuration).");
+  config_reloads = MakeCounter(reg, "rxfleet_server_config_reloads_total",
+                               "Configuration reloads after a change committed by another "
+                               "process, or after the change listener reconnected.");
+  config_reload_failures = MakeCounter(reg, "rxfleet_server_config_reload_failures_total",
+                                       "Configuration reloads that failed (retried at the next "
+                                       "poll).");
 }
 
 }  // namespace rxfleet::server

@@ -55,6 +55,12 @@ struct ServerMetrics {
 
   // Persistence.
   prometheus::Counter* store_write_failures;  ///< failed SQLite writes (API or write-behind)
+  /// PostgreSQL only (server/store/change_feed.h): 1 while the change listener is connected,
+  /// configuration reloads after a change by another process or a listener reconnect, and
+  /// reloads that failed (retried at the next poll).
+  prometheus::Gauge* config_listener_up;
+  prometheus::Counter* config_reloads;
+  prometheus::Counter* config_reload_failures;
 };
 
 }  // namespace rxfleet::server

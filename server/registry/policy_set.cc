@@ -73,6 +73,19 @@ void PolicySet::SetVersion(uint64_t bundle_version) {
   current_ = Rebuild(current_->policies, bundle_version);
 }
 
+bool PolicySet::Replace(const std::vector<v1::Policy>& stored, uint64_t bundle_version) {
+  std::map<std::string, v1::Policy> policies;
+  for (const v1::Policy& policy : stored) {
+    v1::Policy& slot = policies[policy.metadata().name()];
+    slot = policy;
+    slot.clear_status();
+  }
+  absl::MutexLock lock(&mu_);
+  if (bundle_version <= current_->bundle_version) return false;
+  current_ = Rebuild(std::move(policies), bundle_version);
+  return true;
+}
+
 void PolicySet::Remove(std::string_view name, uint64_t bundle_version) {
   absl::MutexLock lock(&mu_);
   if (bundle_version < current_->bundle_version) return;

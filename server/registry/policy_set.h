@@ -70,6 +70,11 @@ class PolicySet {
   void SetVersion(uint64_t bundle_version);
   /// After a committed delete.
   void Remove(std::string_view name, uint64_t bundle_version);
+  /// After reading the store's configuration (Store::LoadConfig), e.g. when another process
+  /// changed it: every policy replaced by `stored` under `bundle_version`. A bundle version
+  /// names one committed state, so a version not newer than the current one is ignored.
+  /// Returns whether the state changed.
+  bool Replace(const std::vector<v1::Policy>& stored, uint64_t bundle_version);
 
  private:
   static std::shared_ptr<PolicySnapshot> Rebuild(std::map<std::string, v1::Policy> policies,

@@ -114,6 +114,7 @@ absl::StatusOr<StoredState> PostgresStore::Load(size_t max_events) {
     pq::Connection& conn = Connected();
     // One snapshot for every table.
     pq::Transaction transaction(conn, "ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    state.revision = static_cast<uint64_t>(ReadMeta(conn, "revision"));
     state.bundle_version = static_cast<uint64_t>(ReadMeta(conn, "bundle_version"));
     state.last_event_version = static_cast<uint64_t>(ReadMeta(conn, "last_event_version"));
     pq::Result policies = conn.Exec("SELECT record FROM policies ORDER BY name");
@@ -150,6 +151,25 @@ absl::StatusOr<StoredState> PostgresStore::Load(size_t max_events) {
     return pq::StatusFromPq(e, "cannot load the stored state", name_);
   }
   return state;
+}
+
+absl::StatusOr<ConfigState> PostgresStore::LoadConfig() {
+  absl::MutexLock lock(&mu_);
+  ConfigState config;
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn, "ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    config.revision = static_cast<uint64_t>(ReadMeta(conn, "revision"));
+    config.bundle_version = static_cast<uint64_t>(ReadMeta(conn, "bundle_version"));
+    pq::Result policies = conn.Exec("SELECT record FROM policies ORDER BY name");
+    for (int i = 0; i < policies.rows(); ++i) {
+      config.policies.push_back(policies.Record<v1::Policy>(i, 0, "policies"));
+    }
+    transaction.Commit();
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot load the configuration", name_);
+  }
+  return config;
 }
 
 absl::StatusOr<PolicyWriteResult> PostgresStore::ApplyPolicy(const v1::Policy& policy,
@@ -321,7 +341,7 @@ absl::StatusOr<uint64_t> PostgresStore::BumpBundleVersion() {
   try {
     pq::Connection& conn = Connected();
     pq::Transaction transaction(conn);
-    LockRevision(conn);
+    SetRevision(conn, LockRevision(conn) + 1);
     const int64_t bundle_version = BumpMeta(conn, "bundle_version");
     transaction.Commit();
     return static_cast<uint64_t>(bundle_version);

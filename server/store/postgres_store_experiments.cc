@@ -96,12 +96,13 @@ absl::Status PostgresStore::DeleteExperiment(std::string_view name) {
   try {
     pq::Connection& conn = Connected();
     pq::Transaction transaction(conn);
-    LockRevision(conn);
+    const int64_t revision = LockRevision(conn) + 1;
     if (conn.Exec("DELETE FROM experiments WHERE name = $1", pq::Params().Text(name)).affected() ==
         0) {
       return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
     }
     conn.Exec("DELETE FROM metric_windows WHERE experiment = $1", pq::Params().Text(name));
+    SetRevision(conn, revision);
     transaction.Commit();
     return absl::OkStatus();
   } catch (const pq::Error& e) {

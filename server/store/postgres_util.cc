@@ -10,6 +10,9 @@ int64_t LockRevision(pq::Connection& conn) {
 
 void SetRevision(pq::Connection& conn, int64_t revision) {
   conn.Exec("UPDATE meta SET value = $1 WHERE key = 'revision'", pq::Params().Int(revision));
+  // Only the number travels (payloads are limited to 8000 bytes): listeners read the state.
+  conn.Exec("SELECT pg_notify($1, $2::int8::text)",
+            pq::Params().Text(kRevisionChannel).Int(revision));
 }
 
 }  // namespace rxfleet::server::postgres

@@ -207,6 +207,20 @@ std::unique_ptr<Connection> Connection::Open(const std::string& conninfo,
   return std::unique_ptr<Connection>(new Connection(conn));
 }
 
+std::vector<std::string> Connection::TakeNotifications() {
+  if (PQconsumeInput(conn_) == 0) {
+    const std::string message = Trimmed(PQerrorMessage(conn_));
+    throw Error(kConnectionLost,
+                message.empty() ? "the connection to the database was lost" : message);
+  }
+  std::vector<std::string> payloads;
+  while (PGnotify* notify = PQnotifies(conn_)) {
+    payloads.emplace_back(notify->extra != nullptr ? notify->extra : "");
+    PQfreemem(notify);
+  }
+  return payloads;
+}
+
 Error Connection::ErrorOf(const PGresult* result) const {
   const char* state = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
   std::string sqlstate = state != nullptr ? state : "";

@@ -135,6 +135,10 @@ class Connection {
 
   /// The socket (for LISTEN/notification waits) and the raw handle.
   int socket() const { return PQsocket(conn_); }
+  /// Reads what the server has sent (call when socket() is readable) and returns the payloads
+  /// of the notifications received so far (LISTEN), oldest first; empty if none. Throws
+  /// pq::Error ("08006") if the connection is gone.
+  std::vector<std::string> TakeNotifications();
   PGconn* raw() { return conn_; }
 
  private:

@@ -93,6 +93,7 @@ absl::StatusOr<StoredState> SqliteStore::Load(size_t max_events) {
     SQLite::Database& db = *db_;
     // One read transaction for a consistent snapshot.
     SQLite::Transaction transaction(db, SQLite::TransactionBehavior::DEFERRED);
+    state.revision = static_cast<uint64_t>(ReadMeta(db, "revision"));
     state.bundle_version = static_cast<uint64_t>(ReadMeta(db, "bundle_version"));
     state.last_event_version = static_cast<uint64_t>(ReadMeta(db, "last_event_version"));
     SQLite::Statement policies(db, "SELECT record FROM policies ORDER BY name");
@@ -134,6 +135,25 @@ absl::StatusOr<StoredState> SqliteStore::Load(size_t max_events) {
     return StatusFromSqlite(e, "cannot load the stored state", path_);
   }
   return state;
+}
+
+absl::StatusOr<ConfigState> SqliteStore::LoadConfig() {
+  absl::MutexLock lock(&mu_);
+  ConfigState config;
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::DEFERRED);
+    config.revision = static_cast<uint64_t>(ReadMeta(db, "revision"));
+    config.bundle_version = static_cast<uint64_t>(ReadMeta(db, "bundle_version"));
+    SQLite::Statement policies(db, "SELECT record FROM policies ORDER BY name");
+    while (policies.executeStep()) {
+      config.policies.push_back(ParseRecord<v1::Policy>(policies.getColumn(0), "policies"));
+    }
+    transaction.commit();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot load the configuration", path_);
+  }
+  return config;
 }
 
 absl::StatusOr<PolicyWriteResult> SqliteStore::ApplyPolicy(const v1::Policy& policy,
@@ -331,6 +351,7 @@ absl::StatusOr<uint64_t> SqliteStore::BumpBundleVersion() {
   try {
     SQLite::Database& db = *db_;
     SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    WriteMeta(db, "revision", ReadMeta(db, "revision") + 1);
     const int64_t bundle_version = ReadMeta(db, "bundle_version") + 1;
     WriteMeta(db, "bundle_version", bundle_version);
     transaction.commit();

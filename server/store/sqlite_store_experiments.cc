@@ -103,6 +103,7 @@ absl::Status SqliteStore::DeleteExperiment(std::string_view name) {
     SQLite::Statement windows(db, "DELETE FROM metric_windows WHERE experiment = ?");
     windows.bind(1, std::string(name));
     windows.exec();
+    WriteMeta(db, "revision", ReadMeta(db, "revision") + 1);
     transaction.commit();
     return absl::OkStatus();
   } catch (const SQLite::Exception& e) {

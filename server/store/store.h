@@ -104,6 +104,8 @@ struct HostRecord {
 
 /// Everything the server loads at start-up.
 struct StoredState {
+  /// The store-wide revision (see ConfigState).
+  uint64_t revision = 0;
   uint64_t bundle_version = 0;       ///< >= 1
   std::vector<v1::Policy> policies;  ///< ordered by name
   std::vector<HostRecord> hosts;     ///< ordered by host id, adapters by adapter id
@@ -111,6 +113,18 @@ struct StoredState {
   std::vector<v1::Event> events;
   /// Highest event resource version ever assigned (0 if none), including pruned events.
   uint64_t last_event_version = 0;
+};
+
+/// What decides the bundles, read in one snapshot (Store::LoadConfig).
+struct ConfigState {
+  /// The store-wide revision: grows by at least one in the transaction of every configuration
+  /// change (policy applied or deleted, experiment created, updated or deleted, bundle version
+  /// bumped) and never otherwise; registry, events and metric windows leave it alone. On
+  /// PostgreSQL each change also sends a wake-up to listening replicas
+  /// (server/store/change_feed.h).
+  uint64_t revision = 0;
+  uint64_t bundle_version = 0;       ///< >= 1
+  std::vector<v1::Policy> policies;  ///< ordered by name
 };
 
 /// The Aborted status of a failed resource_version precondition on policy `name`: `stored` is
@@ -165,8 +179,12 @@ class Store {
   /// Schema version of the open database (== LatestSchemaVersion() after Open).
   virtual absl::StatusOr<int> SchemaVersion() = 0;
 
-  /// Loads policies, bundle version, hosts/adapters and the newest `max_events` events.
+  /// Loads policies, revision, bundle version, hosts/adapters and the newest `max_events`
+  /// events.
   virtual absl::StatusOr<StoredState> Load(size_t max_events) = 0;
+  /// Loads the revision, the bundle version and the policies in one snapshot: what a server
+  /// re-reads when another process changed the configuration. Errors: read errors.
+  virtual absl::StatusOr<ConfigState> LoadConfig() = 0;
 
   /// Creates or replaces a policy (metadata.name must be set; the caller has validated it).
   /// metadata.resource_version is the precondition: empty = unconditional; set = must equal

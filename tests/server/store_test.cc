@@ -388,6 +388,65 @@ TEST_P(StoreContractTest, ExperimentsAndWindowsSurviveReopen) {
   EXPECT_EQ((*store->CountWindows())["other"].total, 1u);
 }
 
+// The revision is what replicas watch: every configuration change moves it, in the same
+// transaction; registry, events and windows never do, and neither does a write that changed
+// nothing. LoadConfig reads it with the policies and the bundle version in one snapshot.
+TEST_P(StoreContractTest, EveryConfigurationChangeMovesTheRevisionAndNothingElseDoes) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  uint64_t last = store->LoadConfig()->revision;
+  EXPECT_EQ(store->Load(10)->revision, last);
+  const auto moved = [&](const char* what) {
+    absl::StatusOr<ConfigState> config = store->LoadConfig();
+    EXPECT_TRUE(config.ok()) << config.status();
+    if (!config.ok()) return;
+    EXPECT_GT(config->revision, last) << what << " did not move the revision";
+    last = config->revision;
+  };
+  const auto unmoved = [&](const char* what) {
+    EXPECT_EQ(store->LoadConfig()->revision, last) << what << " moved the revision";
+  };
+
+  ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
+  moved("creating a policy");
+  ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
+  unmoved("applying an unchanged policy");
+  ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 64), kNow).ok());
+  moved("changing a policy");
+  ASSERT_TRUE(store->BumpBundleVersion().ok());
+  moved("bumping the bundle version");
+  v1::Experiment e;
+  e.mutable_metadata()->set_name("hold-ab");
+  e.mutable_status()->set_phase(v1::EXPERIMENT_PHASE_RUNNING);
+  ASSERT_TRUE(store->CreateExperiment(e, kNow).ok());
+  moved("creating an experiment");
+  v1::ExperimentStatus stopped;
+  stopped.set_phase(v1::EXPERIMENT_PHASE_STOPPED);
+  ASSERT_TRUE(store->UpdateExperimentStatus("hold-ab", stopped, kNow).ok());
+  moved("updating an experiment's status");
+
+  HostRecord host;
+  host.host.mutable_metadata()->set_name("h1");
+  ASSERT_TRUE(store
+                  ->SaveRegistry({host}, {MakeEvent("e1", 1, kNow)}, 100, absl::InfinitePast(), {},
+                                 absl::InfinitePast())
+                  .ok());
+  ASSERT_TRUE(store->AddWindows({MakeWindow("hold-ab", "h1", {}, true)}).ok());
+  unmoved("saving the registry, events and windows");
+
+  ASSERT_TRUE(store->DeleteExperiment("hold-ab").ok());
+  moved("deleting an experiment");
+  ASSERT_TRUE(store->DeletePolicy("a", "").ok());
+  moved("deleting a policy");
+  EXPECT_EQ(store->DeletePolicy("a", "").status().code(), absl::StatusCode::kNotFound);
+  unmoved("a failed delete");
+
+  absl::StatusOr<ConfigState> config = store->LoadConfig();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->policies.empty());
+  EXPECT_EQ(config->bundle_version, store->Load(1)->bundle_version);
+}
+
 TEST_P(StoreContractTest, LockedDatabaseFailsTheWriteAndKeepsTheStoreUsable) {
   std::unique_ptr<Store> store = OpenStore(location(), absl::Milliseconds(100));
   ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
