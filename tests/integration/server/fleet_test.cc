@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
+#include "server/store/store.h"
 #include "tests/support/paths.h"
 #include "tests/support/postgres.h"
 #include "tests/support/process.h"
@@ -327,6 +328,52 @@ void FleetTest::PolicyChangesExactlyTheMatchingAdapters(ServerProcess& server) {
   EXPECT_EQ(RegisterHold(other_state), 32);
   EXPECT_THAT(WrittenHolds(other_state), ::testing::Each(32));
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// A policy committed to the database by another process (as a replica does) reaches this
+// server's agents: the server is woken by the commit's NOTIFY, reloads the configuration and
+// pushes the database's bundle version.
+TEST_F(FleetTest, OnPostgresAPolicyCommittedByAnotherProcessReachesTheAgents) {
+  if (!rxfleet::testing::PostgresAvailable()) GTEST_SKIP() << "no test PostgreSQL server";
+  rxfleet::testing::TestDatabase db;
+  ServerProcess server(db.uri());
+  ASSERT_TRUE(server.Start());
+  AgentProcess agent(dir_, "pi5-a", "rtl8922au-superspeed", "pi5");
+  ASSERT_TRUE(agent.Start(server.address()));
+  ASSERT_TRUE(WaitFor([&] { return server.Acked("pi5-a", 1); }, absl::Seconds(60)))
+      << server.log() << agent.log();
+
+  absl::StatusOr<std::unique_ptr<server::Store>> other = server::Store::Open({db.uri()});
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<server::PolicyWriteResult> written = (*other)->ApplyPolicy(
+      HoldPolicy("pi5-usb3", 64, {{"board", "pi5"}}, {v1::USB_SPEED_SUPER}), absl::Now());
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_EQ(written->bundle_version, 2u);
+  ASSERT_TRUE(WaitFor(
+      [&] { return server.Acked("pi5-a", 2) && ObservedHold(server, "pi5-a", "port-2-2") == 64u; },
+      absl::Seconds(60)))
+      << server.log() << agent.log();
+  std::optional<v1::ExplainAdapterResponse> explained = server.Explain("pi5-a", "port-2-2");
+  ASSERT_TRUE(explained.has_value());
+  EXPECT_EQ(explained->expected().provenance().at("hold_us").name(), "pi5-usb3");
+
+  // The database ends every session of the server (a failover, an administrator): a policy
+  // deleted meanwhile is found by the listener's resync or the next poll.
+  ASSERT_TRUE(
+      rxfleet::testing::RunSql("postgres", absl::StrCat("SELECT pg_terminate_backend(pid) FROM "
+                                                        "pg_stat_activity WHERE datname = '",
+                                                        db.name(), "' AND pid <> pg_backend_pid()"))
+          .ok());
+  absl::StatusOr<server::PolicyDeleteResult> deleted = (*other)->DeletePolicy("pi5-usb3", "");
+  if (!deleted.ok()) deleted = (*other)->DeletePolicy("pi5-usb3", "");  // its session went too
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  ASSERT_TRUE(WaitFor(
+      [&] { return server.Acked("pi5-a", 3) && ObservedHold(server, "pi5-a", "port-2-2") == 32u; },
+      absl::Seconds(60)))
+      << server.log() << agent.log();
+  EXPECT_EQ(RegisterHold(agent.Stop()), 32);
+  EXPECT_EQ(server.Stop(), 0);
+  EXPECT_THAT(server.log(), ::testing::HasSubstr("configuration changed in the database"));
 }
 
 TEST_F(FleetTest, AnInvalidBundleIsNackedAndTheAgentKeepsItsSettings) {
