@@ -37,6 +37,7 @@
 #include "server/registry/policy_set.h"
 #include "server/registry/registry.h"
 #include "server/store/change_feed.h"
+#include "server/store/lease_keeper.h"
 #include "server/store/store.h"
 #include "server/store/token_store.h"
 
@@ -59,6 +60,21 @@ class WithoutReflection final : public grpc::ServerBuilderOption {
         plugins->end());
   }
 };
+
+// "<hostname>:<port>": unique among servers on one database as long as hosts have distinct
+// names; the same again after a restart on the same port, so a restarted server renews its own
+// unexpired leases instead of waiting for them to expire.
+std::string DefaultReplicaId(int port) {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') {
+    return absl::StrCat("localhost:", port);
+  }
+  std::string host(name);
+  for (char& c : host) {
+    if (c <= ' ' || c >= 0x7f) c = '_';
+  }
+  return absl::StrCat(host, ":", port);
+}
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, const char* what) {
   if (path.empty()) {
@@ -132,6 +148,17 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
         absl::StrCat("max-connection-age ", absl::FormatDuration(options.max_connection_age),
                      " is out of range: 0 (off) or ", absl::FormatDuration(kMinConnectionAge), "..",
                      absl::FormatDuration(kMaxConnectionAge)));
+  }
+  if (options.replica_id.size() > 256 ||
+      !std::all_of(options.replica_id.begin(), options.replica_id.end(),
+                   [](char c) { return c > ' ' && c < 0x7f; })) {
+    return absl::InvalidArgumentError(
+        "replica-id must be 1..256 printable ASCII characters without spaces");
+  }
+  if (options.lease_ttl < kMinLeaseTtl || options.lease_ttl > kMaxLeaseTtl) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease-ttl ", absl::FormatDuration(options.lease_ttl), " is out of range ",
+                     absl::FormatDuration(kMinLeaseTtl), "..", absl::FormatDuration(kMaxLeaseTtl)));
   }
   if (options.config_poll_interval <= absl::ZeroDuration() ||
       options.config_poll_interval > absl::Minutes(1)) {
@@ -262,7 +289,11 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                     std::string_view actor) {
                                 return api->ApplyPolicy(request, Caller{std::string(actor)}, ended);
                               },
-                              s.policies_.get()});
+                              s.policies_.get(),
+                              [&s]() -> std::optional<LeaseFence> {
+                                // Set before the scheduler's thread starts (below).
+                                return s.experiments_lease_->Fence();
+                              }});
   if (!experiments.ok()) return experiments.status();
   s.experiments_ = *std::move(experiments);
   s.fleet_api_->SetExperimentLayer(s.experiments_.get());
@@ -316,6 +347,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
     return common::ListenError("--listen", options.listen,
                                "gRPC could not bind it (see the gRPC lines above)");
   }
+  s.replica_id_ = options.replica_id.empty() ? DefaultReplicaId(s.grpc_port_) : options.replica_id;
   s.agent_service_->Start();
   if (grpc::HealthCheckServiceInterface* health = s.grpc_server_->GetHealthCheckService();
       health != nullptr) {
@@ -366,6 +398,10 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
     if (!feed.ok()) return feed.status();
     s.changes_ = *std::move(feed);
   }
+  absl::StatusOr<std::unique_ptr<LeaseKeeper>> lease = LeaseKeeper::Start(
+      s.store_.get(), {std::string(kExperimentsLease), s.replica_id_, options.lease_ttl});
+  if (!lease.ok()) return lease.status();
+  s.experiments_lease_ = *std::move(lease);
   s.flusher_ = std::thread([&s] { s.FlushLoop(); });
   s.experiments_->Run();
   std::shared_ptr<const PolicySnapshot> snapshot = s.policies_->snapshot();
@@ -413,8 +449,9 @@ void FleetServer::Shutdown(absl::Duration timeout, absl::Duration agent_spread) 
   agent_service_->Stop();    // the agent streams' queues, after the server ended their calls
   work_.reset();             // finishes queued API calls
   experiments_->Shutdown();  // no more ticks; buffered windows written
-  if (changes_ != nullptr) changes_->Stop();  // no more reloads
-  debouncer_.reset();                         // no more pushes
+  if (experiments_lease_ != nullptr) experiments_lease_->Stop();  // another may schedule now
+  if (changes_ != nullptr) changes_->Stop();                      // no more reloads
+  debouncer_.reset();                                             // no more pushes
   if (flusher_.joinable()) flusher_.join();
   Flush();  // the last registry changes
   http_.reset();
@@ -456,6 +493,7 @@ void FleetServer::FlushLoop() {
     metrics_->policies->Set(static_cast<double>(snapshot->policies.size()));
     metrics_->bundle_version->Set(static_cast<double>(snapshot->bundle_version));
     if (changes_ != nullptr) metrics_->config_listener_up->Set(changes_->connected() ? 1 : 0);
+    metrics_->experiments_lease_held->Set(experiments_lease_->Fence().has_value() ? 1 : 0);
     mu_.Lock();
   }
 }

@@ -28,6 +28,7 @@ namespace rxfleet::server {
 class AgentServiceImpl;
 class Authorizer;
 class ChangeFeed;
+class LeaseKeeper;
 class Debouncer;
 class EventLog;
 class ExperimentController;
@@ -145,6 +146,13 @@ struct FleetServerOptions {
   /// PostgreSQL only: how often the server reads the configuration revision when no wake-up
   /// arrives (jittered +/-25%; server/store/change_feed.h), (0, 1 min]; --config-poll-interval.
   absl::Duration config_poll_interval = absl::Seconds(2);
+  /// This process among the servers on one database (lease holder names, logs); 1..256
+  /// printable ASCII characters. Empty: "<hostname>:<gRPC port>" (--replica-id).
+  std::string replica_id;
+  /// TTL of the singleton jobs' leases (experiment scheduling, guardrails, window retention):
+  /// another server takes a job over within about ttl + ttl/3 after its holder died
+  /// (server/store/lease_keeper.h). [kMinLeaseTtl, kMaxLeaseTtl]; --lease-ttl.
+  absl::Duration lease_ttl = absl::Seconds(15);
 };
 
 /// Bounds of FleetServerOptions::max_connection_age (gRPC takes at most INT_MAX ms, about 24.8
@@ -181,6 +189,8 @@ class FleetServer {
   void Shutdown(absl::Duration timeout, absl::Duration agent_spread = absl::ZeroDuration());
 
   int grpc_port() const { return grpc_port_; }
+  /// FleetServerOptions::replica_id, or its default once the port is bound.
+  const std::string& replica_id() const { return replica_id_; }
   /// 0 when HTTP is disabled.
   int http_port() const;
 
@@ -217,6 +227,8 @@ class FleetServer {
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<ChangeFeed> changes_;  // PostgreSQL only
+  std::unique_ptr<LeaseKeeper> experiments_lease_;
+  std::string replica_id_;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

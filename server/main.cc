@@ -293,6 +293,16 @@ int main(int argc, char** argv) {
                  "is never missed for longer (0..1m, exclusive of 0)")
       ->default_val(config_poll_interval)
       ->check(DurationValidator());
+  std::string replica_id;
+  app.add_option("--replica-id", replica_id,
+                 "this server among the servers on one database, in lease holders and logs "
+                 "(default: HOSTNAME:GRPC-PORT)");
+  std::string lease_ttl = "15s";
+  app.add_option("--lease-ttl", lease_ttl,
+                 "lease of the experiment scheduler: another server takes over within about "
+                 "1.33x this after its holder is gone (1s..10m)")
+      ->default_val(lease_ttl)
+      ->check(DurationValidator());
   bool no_reflection = false;
   app.add_flag("--no-reflection", no_reflection,
                "do not serve gRPC server reflection (the public API schema, for grpcurl and "
@@ -366,6 +376,8 @@ int main(int argc, char** argv) {
   (void)absl::ParseDuration(max_connection_age, &options.max_connection_age);
   (void)absl::ParseDuration(max_connection_age_grace, &options.max_connection_age_grace);
   (void)absl::ParseDuration(config_poll_interval, &options.config_poll_interval);
+  (void)absl::ParseDuration(lease_ttl, &options.lease_ttl);
+  options.replica_id = replica_id;
   options.reflection = !no_reflection;
   absl::Duration drain;
   (void)absl::ParseDuration(drain_timeout, &drain);

@@ -239,7 +239,7 @@ v1::Experiment ExperimentController::View(const Entry& entry) const {
 absl::Status ExperimentController::SaveStatus(Entry& entry, const v1::ExperimentStatus& status,
                                               absl::Time now) {
   absl::StatusOr<v1::Experiment> saved =
-      deps_.store->UpdateExperimentStatus(entry.proto.metadata().name(), status, now);
+      deps_.store->UpdateExperimentStatus(entry.proto.metadata().name(), status, now, tick_fence_);
   if (!saved.ok()) {
     deps_.metrics->store_write_failures->Increment();
     return saved.status();

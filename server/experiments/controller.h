@@ -124,7 +124,13 @@ struct ExperimentControllerDeps {
       apply_policy;
   /// The server's policies, for eligibility; null = no policies.
   PolicySet* policies = nullptr;
+  /// The fence of this process's "experiments" lease (LeaseKeeper::Fence); null = the
+  /// scheduler always runs, unfenced (a lone controller in tests).
+  std::function<std::optional<LeaseFence>()> lease = nullptr;
 };
+
+/// The lease of the experiment scheduler (completion, guardrails, window retention).
+inline constexpr char kExperimentsLease[] = "experiments";
 
 class ExperimentController final : public ExperimentLayer {
  public:
@@ -178,7 +184,8 @@ class ExperimentController final : public ExperimentLayer {
 
   /// Runs what is due at clock(): completion, period boundaries, guardrails, buffered
   /// windows, retention; publishes a bundle when assignments changed. Returns when it wants
-  /// to run next.
+  /// to run next. Completion, guardrails and retention run only while deps.lease gives a
+  /// fence (or there is no lease), and their writes carry it; windows are written either way.
   absl::Time Tick();
   /// Writes buffered windows. Errors: the store's (the windows stay buffered).
   absl::Status FlushWindows();
@@ -281,6 +288,9 @@ class ExperimentController final : public ExperimentLayer {
   bool flush_failing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time next_retention_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time next_probe_plans_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  /// The lease fence while Tick() runs the scheduler (SaveStatus and retention pass it to the
+  /// store); null otherwise, so operator writes (StopExperiment) go unfenced.
+  const LeaseFence* tick_fence_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::string, prometheus::Gauge*> info_gauges_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Gauge*> stopped_gauges_ ABSL_GUARDED_BY(mu_);
 

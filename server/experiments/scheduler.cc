@@ -4,6 +4,7 @@
 // the thread that waits for the earliest requeue.
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
@@ -56,7 +57,7 @@ void ExperimentController::RetentionLocked(absl::Time now) {
   if (now < next_retention_) return;
   next_retention_ = now + std::min(options_.retention, kRetentionInterval);
   absl::StatusOr<uint64_t> deleted =
-      deps_.store->DeleteWindowsOfExperimentsEndedBefore(now - options_.retention);
+      deps_.store->DeleteWindowsOfExperimentsEndedBefore(now - options_.retention, tick_fence_);
   if (!deleted.ok() || *deleted == 0) return;
   Log(LogLevel::kInfo,
       absl::StrCat("deleted ", *deleted, " metric windows of experiments that ended more than ",
@@ -75,16 +76,24 @@ absl::Time ExperimentController::Tick() {
   const absl::Time now = options_.clock();
   bool publish = false;
   absl::Duration requeue_after = options_.tick;
+  // Without the lease another replica schedules; this one only writes its windows and
+  // follows what the holder stores.
+  std::optional<LeaseFence> fence;
+  const bool scheduler = deps_.lease == nullptr || (fence = deps_.lease()).has_value();
   {
     absl::MutexLock lock(&mu_);
     (void)FlushLocked();
-    for (auto& [name, entry] : entries_) {
-      const StepResult step = Step(entry, now);
-      publish = publish || step.publish;
-      requeue_after = std::min(requeue_after, step.requeue_after);
+    if (scheduler) {
+      tick_fence_ = fence.has_value() ? &*fence : nullptr;
+      for (auto& [name, entry] : entries_) {
+        const StepResult step = Step(entry, now);
+        publish = publish || step.publish;
+        requeue_after = std::min(requeue_after, step.requeue_after);
+      }
+      RetentionLocked(now);
+      tick_fence_ = nullptr;
     }
     if (now >= next_probe_plans_ && RefreshProbePlansLocked(now)) publish = true;
-    RetentionLocked(now);
     UpdateGauges();
   }
   if (publish) Publish();

@@ -90,6 +90,14 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
   config_reloads = MakeCounter(reg, "rxfleet_server_config_reloads_total",
                                "Configuration reloads after a change committed by another "
                                "process, or after the change listener reconnected.");
+  experiments_lease_held =
+      &prometheus::BuildGauge()
+           .Name("rxfleet_server_lease_held")
+           .Help(
+               "1 while this server process holds the lease of a singleton job (experiment "
+               "scheduling and guardrails, window retention).")
+           .Register(reg)
+           .Add({{"lease", "experiments"}});
   config_reload_failures = MakeCounter(reg, "rxfleet_server_config_reload_failures_total",
                                        "Configuration reloads that failed (retried at the next "
                                        "poll).");

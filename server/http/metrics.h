@@ -61,6 +61,9 @@ struct ServerMetrics {
   prometheus::Gauge* config_listener_up;
   prometheus::Counter* config_reloads;
   prometheus::Counter* config_reload_failures;
+  /// rxfleet_server_lease_held{lease="experiments"}: 1 while this process holds the lease of
+  /// that singleton job (server/store/lease_keeper.h).
+  prometheus::Gauge* experiments_lease_held;
 };
 
 }  // namespace rxfleet::server

@@ -1,7 +1,7 @@
 // Schema of the PostgreSQL store, as numbered migrations recorded in `schema_migrations` (the
 // same scheme as the SQLite file's, server/store/schema.cc, with its own numbers): 1 is the
-// SQLite schema 5 in PostgreSQL types. Text columns use the "C" collation so names order by
-// byte, as in SQLite.
+// SQLite schema 5 in PostgreSQL types, 2 adds the leases (SQLite 6). Text columns use the "C"
+// collation so names order by byte, as in SQLite.
 
 #include <iterator>
 
@@ -78,6 +78,15 @@ constexpr Migration kMigrations[] = {
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         time_ns BIGINT NOT NULL,
         record BYTEA NOT NULL
+      );
+    )sql"},
+    {2, "leases of singleton jobs",
+     R"sql(
+      CREATE TABLE leases (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        holder TEXT COLLATE "C" NOT NULL,
+        epoch BIGINT NOT NULL,
+        expire_time_us BIGINT NOT NULL
       );
     )sql"},
 };

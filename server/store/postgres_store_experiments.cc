@@ -69,11 +69,13 @@ absl::StatusOr<v1::Experiment> PostgresStore::CreateExperiment(const v1::Experim
 }
 
 absl::StatusOr<v1::Experiment> PostgresStore::UpdateExperimentStatus(
-    std::string_view name, const v1::ExperimentStatus& status, absl::Time now) {
+    std::string_view name, const v1::ExperimentStatus& status, absl::Time now,
+    const LeaseFence* fence) {
   absl::MutexLock lock(&mu_);
   try {
     pq::Connection& conn = Connected();
     pq::Transaction transaction(conn);
+    if (absl::Status s = postgres::CheckFence(conn, fence); !s.ok()) return s;
     const int64_t revision = LockRevision(conn) + 1;
     std::optional<v1::Experiment> stored = FindExperiment(conn, name);
     if (!stored.has_value()) {
@@ -195,13 +197,17 @@ absl::StatusOr<std::map<std::string, WindowCounts>> PostgresStore::CountWindows(
 }
 
 absl::StatusOr<uint64_t> PostgresStore::DeleteWindowsOfExperimentsEndedBefore(
-    absl::Time ended_before) {
+    absl::Time ended_before, const LeaseFence* fence) {
   absl::MutexLock lock(&mu_);
   try {
-    pq::Result deleted = Connected().Exec(
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    if (absl::Status s = postgres::CheckFence(conn, fence); !s.ok()) return s;
+    pq::Result deleted = conn.Exec(
         "DELETE FROM metric_windows WHERE experiment IN (SELECT name FROM experiments WHERE "
         "end_time_ns IS NOT NULL AND end_time_ns < $1)",
         pq::Params().Int(absl::ToUnixNanos(ended_before)));
+    transaction.Commit();
     return static_cast<uint64_t>(deleted.affected());
   } catch (const pq::Error& e) {
     return pq::StatusFromPq(e, "cannot delete expired metric windows", name_);

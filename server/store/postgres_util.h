@@ -6,7 +6,9 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "server/store/pq.h"
+#include "server/store/store.h"
 
 namespace rxfleet::server::postgres {
 
@@ -17,6 +19,11 @@ int64_t LockRevision(pq::Connection& conn);
 /// NOTIFY on kRevisionChannel with the new revision in decimal as the payload, delivered to
 /// every listening session when (and only if) the transaction commits.
 void SetRevision(pq::Connection& conn, int64_t revision);
+
+/// OK if `fence` is null or still holds its lease (the lease row is then locked FOR SHARE
+/// until the transaction ends, so no take-over commits in between); else the Aborted status
+/// of store_records::LeaseLost. Inside a transaction (postgres_store_leases.cc).
+absl::Status CheckFence(pq::Connection& conn, const LeaseFence* fence);
 
 /// The NOTIFY channel of revision changes (server/store/change_feed.h listens on it).
 inline constexpr char kRevisionChannel[] = "rxfleet_revision";

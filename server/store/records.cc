@@ -97,4 +97,25 @@ std::vector<std::string> SplitSegment(std::string_view joined, int64_t count) {
   return absl::StrSplit(common::ToAbslView(joined), kSegmentSeparator);
 }
 
+absl::Status ValidateLeaseRequest(std::string_view name, std::string_view holder,
+                                  absl::Duration ttl) {
+  constexpr size_t kMaxLength = 256;
+  if (name.empty() || name.size() > kMaxLength || holder.empty() || holder.size() > kMaxLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease name and holder must be 1..", kMaxLength, " bytes"));
+  }
+  if (ttl < kMinLeaseTtl || ttl > kMaxLeaseTtl) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease ttl ", absl::FormatDuration(ttl), " is out of range ",
+                     absl::FormatDuration(kMinLeaseTtl), "..", absl::FormatDuration(kMaxLeaseTtl)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LeaseLost(const LeaseFence& fence) {
+  return absl::AbortedError(absl::StrCat("lease ", fence.name, " is no longer held by ",
+                                         fence.holder, " at epoch ", fence.epoch,
+                                         "; the job stops here and its new holder takes over"));
+}
+
 }  // namespace rxfleet::server::store_records

@@ -2,7 +2,8 @@
 
 // What both store implementations (server/store/sqlite_store.h, postgres_store.h) decide the
 // same way, kept in one place so the backends cannot drift: policy write preconditions and the
-// metadata a write stamps, new experiments' metadata, metric window segments as one column.
+// metadata a write stamps, new experiments' metadata, metric window segments as one column,
+// lease requests and the answer of a failed fence.
 
 #include <cstdint>
 #include <string>
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/policy.pb.h"
+#include "server/store/store.h"
 
 namespace rxfleet::server::store_records {
 
@@ -46,5 +48,12 @@ v1::Experiment NewExperiment(const v1::Experiment& requested, int64_t revision, 
 /// hold it); `count` is the number of values (0 means none, "" means one empty value).
 std::string JoinSegment(const std::vector<std::string>& segment);
 std::vector<std::string> SplitSegment(std::string_view joined, int64_t count);
+
+/// OK, or InvalidArgument naming what is wrong with an AcquireLease request (see
+/// Store::AcquireLease).
+absl::Status ValidateLeaseRequest(std::string_view name, std::string_view holder,
+                                  absl::Duration ttl);
+/// The Aborted status of a fenced write whose lease is gone (see LeaseFence).
+absl::Status LeaseLost(const LeaseFence& fence);
 
 }  // namespace rxfleet::server::store_records

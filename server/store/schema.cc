@@ -130,6 +130,15 @@ constexpr Migration kMigrations[] = {
       CREATE INDEX audit_events_by_last_time ON audit_events (last_time_ns);
     )sql",
      &MoveAuditEvents},
+    {6, "leases of singleton jobs",
+     R"sql(
+      CREATE TABLE leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        expire_time_us INTEGER NOT NULL
+      );
+    )sql"},
 };
 
 }  // namespace

@@ -48,7 +48,8 @@ class SqliteStore final : public Store {
                                                   absl::Time now) override;
   absl::StatusOr<v1::Experiment> UpdateExperimentStatus(std::string_view name,
                                                         const v1::ExperimentStatus& status,
-                                                        absl::Time now) override;
+                                                        absl::Time now,
+                                                        const LeaseFence* fence) override;
   absl::Status DeleteExperiment(std::string_view name) override;
   absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments() override;
   absl::Status AddWindows(absl::Span<const StoredWindow> windows) override;
@@ -57,7 +58,11 @@ class SqliteStore final : public Store {
       const std::function<void(const std::string& host_id, std::vector<std::string> segment,
                                const v1::MetricWindow& window)>& fn) override;
   absl::StatusOr<std::map<std::string, WindowCounts>> CountWindows() override;
-  absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before) override;
+  absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before,
+                                                                 const LeaseFence* fence) override;
+  absl::StatusOr<Lease> AcquireLease(std::string_view name, std::string_view holder,
+                                     absl::Duration ttl) override;
+  absl::Status ReleaseLease(const LeaseFence& fence) override;
 
  private:
   explicit SqliteStore(std::string path);

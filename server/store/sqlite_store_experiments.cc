@@ -68,11 +68,13 @@ absl::StatusOr<v1::Experiment> SqliteStore::CreateExperiment(const v1::Experimen
 }
 
 absl::StatusOr<v1::Experiment> SqliteStore::UpdateExperimentStatus(
-    std::string_view name, const v1::ExperimentStatus& status, absl::Time now) {
+    std::string_view name, const v1::ExperimentStatus& status, absl::Time now,
+    const LeaseFence* fence) {
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Database& db = *db_;
     SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    if (absl::Status s = CheckSqliteFence(db, fence); !s.ok()) return s;
     std::optional<v1::Experiment> stored = FindExperiment(db, name);
     if (!stored.has_value()) {
       return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
@@ -199,11 +201,12 @@ absl::StatusOr<std::map<std::string, WindowCounts>> SqliteStore::CountWindows() 
 }
 
 absl::StatusOr<uint64_t> SqliteStore::DeleteWindowsOfExperimentsEndedBefore(
-    absl::Time ended_before) {
+    absl::Time ended_before, const LeaseFence* fence) {
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Database& db = *db_;
     SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    if (absl::Status s = CheckSqliteFence(db, fence); !s.ok()) return s;
     SQLite::Statement remove(db,
                              "DELETE FROM metric_windows WHERE experiment IN (SELECT name FROM "
                              "experiments WHERE end_time_ns IS NOT NULL AND end_time_ns < ?)");

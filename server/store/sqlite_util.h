@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/string_view_compat.h"
 #include "google/protobuf/message.h"
+#include "server/store/store.h"
 
 namespace rxfleet::server {
 
@@ -27,6 +28,11 @@ absl::Status StatusFromSqlite(const SQLite::Exception& e, std::string_view what,
 /// The integer under `key` in the meta table; throws SQLite::Exception (CORRUPT) if missing.
 int64_t ReadMeta(SQLite::Database& db, const char* key);
 void WriteMeta(SQLite::Database& db, const char* key, int64_t value);
+
+/// OK if `fence` is null or still holds its lease (holder, epoch, not expired by the system
+/// clock); else the Aborted status of store_records::LeaseLost. Inside a write transaction
+/// (sqlite_store_leases.cc).
+absl::Status CheckSqliteFence(SQLite::Database& db, const LeaseFence* fence);
 
 /// Parses a protobuf record from a BLOB column; throws SQLite::Exception (CORRUPT) naming
 /// `table` if it does not parse.

@@ -127,6 +127,32 @@ struct ConfigState {
   std::vector<v1::Policy> policies;  ///< ordered by name
 };
 
+/// A lease on a singleton job (experiment scheduling and guardrails, window retention): the one
+/// server process that may run the job now, among the replicas on one database.
+struct Lease {
+  std::string name;    ///< the job, e.g. "experiments"
+  std::string holder;  ///< the holder's replica id (FleetServerOptions::replica_id)
+  /// Fencing epoch: grows by one whenever the lease is taken by a holder that did not hold it
+  /// unexpired (first take, take-over, re-take after expiry); a renewal keeps it.
+  uint64_t epoch = 0;
+  /// When the lease expires unless renewed, by the database's clock (PostgreSQL now();
+  /// SQLite: the system clock, read by SQLite).
+  absl::Time expire_time;
+};
+
+/// What a fenced write checks in its own transaction: lease `name` is held by `holder` at
+/// `epoch` and has not expired (database clock). A write whose fence fails changes nothing and
+/// returns Aborted("lease NAME is no longer held by HOLDER at epoch N; ...").
+struct LeaseFence {
+  std::string name;
+  std::string holder;
+  uint64_t epoch = 0;
+};
+
+/// Lease TTLs Store::AcquireLease accepts.
+inline constexpr absl::Duration kMinLeaseTtl = absl::Seconds(1);
+inline constexpr absl::Duration kMaxLeaseTtl = absl::Minutes(10);
+
 /// The Aborted status of a failed resource_version precondition on policy `name`: `stored` is
 /// the stored policy's resource version, or nullptr if the policy does not exist; `expected`
 /// is the caller's. Used by the store and by dry runs, so both say the same.
@@ -235,10 +261,12 @@ class Store {
                                                           absl::Time now) = 0;
   /// Replaces the status of a stored experiment (spec and metadata other than
   /// resource_version/update_time are kept) and returns it with a new resource_version.
-  /// NotFound if it does not exist.
+  /// NotFound if it does not exist. `fence` (null: none) is checked first: Aborted if the
+  /// writer's lease is gone (see LeaseFence).
   virtual absl::StatusOr<v1::Experiment> UpdateExperimentStatus(std::string_view name,
                                                                 const v1::ExperimentStatus& status,
-                                                                absl::Time now) = 0;
+                                                                absl::Time now,
+                                                                const LeaseFence* fence) = 0;
   /// Deletes a stored experiment and its metric windows in one transaction. NotFound if it
   /// does not exist; write errors as ApplyPolicy.
   virtual absl::Status DeleteExperiment(std::string_view name) = 0;
@@ -257,9 +285,22 @@ class Store {
   /// Stored windows per experiment (experiments without windows are absent).
   virtual absl::StatusOr<std::map<std::string, WindowCounts>> CountWindows() = 0;
   /// Deletes the windows of experiments whose status.end_time is before `ended_before`;
-  /// returns how many were deleted.
+  /// returns how many were deleted. `fence` as for UpdateExperimentStatus.
   virtual absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(
-      absl::Time ended_before) = 0;
+      absl::Time ended_before, const LeaseFence* fence) = 0;
+
+  /// Takes or renews lease `name` for `holder` until the database's now + `ttl`: granted when
+  /// nobody holds it, when it has expired, or when `holder` holds it (a renewal, same epoch);
+  /// otherwise nothing changes. Returns the lease as stored after the call: granted iff its
+  /// holder is `holder`. The SQLite store, which one server process owns (its lock file),
+  /// always grants, taking the lease over from any previous holder. Errors: InvalidArgument
+  /// for an empty name or holder (or longer than 256 bytes) or a ttl outside
+  /// [kMinLeaseTtl, kMaxLeaseTtl]; write errors as ApplyPolicy.
+  virtual absl::StatusOr<Lease> AcquireLease(std::string_view name, std::string_view holder,
+                                             absl::Duration ttl) = 0;
+  /// Gives the lease up (it expires now) if `fence` still holds it, so another replica may
+  /// take it at once; changes nothing otherwise. Write errors as ApplyPolicy.
+  virtual absl::Status ReleaseLease(const LeaseFence& fence) = 0;
 
  protected:
   Store() = default;

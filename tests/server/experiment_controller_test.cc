@@ -100,20 +100,24 @@ class ExperimentControllerTest : public ::testing::Test {
     options.retention = absl::Hours(24);
     options.max_windows_per_experiment = max_windows;
     absl::StatusOr<std::unique_ptr<ExperimentController>> controller = ExperimentController::Create(
-        options, ExperimentControllerDeps{
-                     store_.get(), registry_.get(), events_.get(), metrics_.get(),
-                     [this] {
-                       ++bumps_;
-                       return absl::OkStatus();
-                     },
-                     [this](const v1::ApplyPolicyRequest& request, std::string_view /*ended*/,
-                            std::string_view actor) -> absl::StatusOr<v1::ApplyPolicyResponse> {
-                       applied_.push_back(request);
-                       actors_.emplace_back(actor);
-                       v1::ApplyPolicyResponse response;
-                       *response.mutable_policy() = request.policy();
-                       return response;
-                     }});
+        options,
+        ExperimentControllerDeps{
+            store_.get(), registry_.get(), events_.get(), metrics_.get(),
+            [this] {
+              ++bumps_;
+              return absl::OkStatus();
+            },
+            [this](const v1::ApplyPolicyRequest& request, std::string_view /*ended*/,
+                   std::string_view actor) -> absl::StatusOr<v1::ApplyPolicyResponse> {
+              applied_.push_back(request);
+              actors_.emplace_back(actor);
+              v1::ApplyPolicyResponse response;
+              *response.mutable_policy() = request.policy();
+              return response;
+            },
+            nullptr,
+            use_lease_ ? std::function<std::optional<LeaseFence>()>([this] { return fence_; })
+                       : nullptr});
     ASSERT_TRUE(controller.ok()) << controller.status();
     controller_ = *std::move(controller);
   }
@@ -197,6 +201,9 @@ class ExperimentControllerTest : public ::testing::Test {
 
   rxfleet::testing::TempDir dir_{"rxfleet-experiment-controller"};
   absl::Time now_ = kStart;
+  // With use_lease_ (before Open), the scheduler runs only while fence_ is set.
+  bool use_lease_ = false;
+  std::optional<LeaseFence> fence_;
   int bumps_ = 0;
   std::vector<v1::ApplyPolicyRequest> applied_;
   std::vector<std::string> actors_;
@@ -277,6 +284,27 @@ TEST_F(ExperimentControllerTest, PeriodBoundariesPublishNewAssignmentsAndTheEndC
   stop.set_name(kName);
   EXPECT_EQ(controller_->StopExperiment(stop).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Replicas: only the holder of the experiments lease completes experiments, and its write
+// carries the fence, so a holder whose epoch is gone changes nothing.
+TEST_F(ExperimentControllerTest, OnlyTheLeaseHolderSchedulesAndAStaleFenceChangesNothing) {
+  use_lease_ = true;
+  Reopen();
+  Create();
+  now_ = kStart + absl::Hours(2);
+  controller_->Tick();
+  EXPECT_EQ(Get().status().phase(), v1::EXPERIMENT_PHASE_RUNNING) << "scheduled without the lease";
+
+  absl::StatusOr<Lease> lease = store_->AcquireLease(kExperimentsLease, "me", absl::Minutes(1));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  fence_ = LeaseFence{kExperimentsLease, "me", lease->epoch + 1};  // an epoch the store has not
+  controller_->Tick();
+  EXPECT_EQ(Get().status().phase(), v1::EXPERIMENT_PHASE_RUNNING) << "a stale fence wrote";
+
+  fence_->epoch = lease->epoch;
+  controller_->Tick();
+  EXPECT_EQ(Get().status().phase(), v1::EXPERIMENT_PHASE_COMPLETED);
 }
 
 TEST_F(ExperimentControllerTest, GuardrailStopsTheArmInItsSegmentOnly) {

@@ -6,6 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/store/pq.h"
 #include "server/store/store.h"
 #include "server/store/token_store.h"
@@ -162,6 +168,64 @@ TEST(PostgresOutageTest, WritesFailWhileTheDatabaseIsDownAndResumeAfter) {
   absl::StatusOr<StoredState> state = (*store)->Load(10);
   ASSERT_TRUE(state.ok()) << state.status();
   EXPECT_EQ(state->policies.size(), 2u);
+}
+
+// Replicas on one database: a held lease is refused to others until it expires by the
+// database's clock or is released; the take-over moves the epoch and fences the old holder out.
+TEST_F(PostgresStoreTest, AHeldLeaseIsRefusedUntilItExpiresAndThenTakenOver) {
+  TestDatabase db;
+  std::unique_ptr<Store> a = OpenStore(db.uri());
+  std::unique_ptr<Store> b = OpenStore(db.uri());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  absl::StatusOr<Lease> held = a->AcquireLease("experiments", "a:7443", absl::Seconds(1));
+  ASSERT_TRUE(held.ok()) << held.status();
+  absl::StatusOr<Lease> refused = b->AcquireLease("experiments", "b:7443", absl::Seconds(30));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->holder, "a:7443") << "granted while another holder's lease ran";
+  EXPECT_EQ(refused->epoch, held->epoch);
+
+  absl::SleepFor(absl::Milliseconds(1200));  // a's lease expires (it did not renew)
+  absl::StatusOr<Lease> taken = b->AcquireLease("experiments", "b:7443", absl::Seconds(30));
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(taken->holder, "b:7443");
+  EXPECT_EQ(taken->epoch, held->epoch + 1);
+  const LeaseFence old{"experiments", "a:7443", held->epoch};
+  EXPECT_EQ(a->DeleteWindowsOfExperimentsEndedBefore(absl::Now(), &old).status().code(),
+            absl::StatusCode::kAborted);
+  // a comes back: it is refused and sees who holds the lease.
+  absl::StatusOr<Lease> late = a->AcquireLease("experiments", "a:7443", absl::Seconds(30));
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->holder, "b:7443");
+
+  // A release hands it over at once.
+  ASSERT_TRUE(b->ReleaseLease({"experiments", "b:7443", taken->epoch}).ok());
+  absl::StatusOr<Lease> handed = a->AcquireLease("experiments", "a:7443", absl::Seconds(30));
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  EXPECT_EQ(handed->holder, "a:7443");
+  EXPECT_EQ(handed->epoch, taken->epoch + 1);
+}
+
+// Racing replicas: exactly one is granted each round.
+TEST_F(PostgresStoreTest, RacingReplicasGetOneLeaseHolder) {
+  TestDatabase db;
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < 3; ++i) stores.push_back(OpenStore(db.uri()));
+  for (int round = 0; round < 10; ++round) {
+    const std::string lease = absl::StrCat("job-", round);
+    std::atomic<int> granted{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i) {
+      threads.emplace_back([&, i] {
+        absl::StatusOr<Lease> got =
+            stores[i]->AcquireLease(lease, absl::StrCat("r", i), absl::Seconds(30));
+        ASSERT_TRUE(got.ok()) << got.status();
+        if (got->holder == absl::StrCat("r", i)) ++granted;
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(granted.load(), 1) << lease;
+  }
 }
 
 }  // namespace

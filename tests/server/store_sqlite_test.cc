@@ -182,5 +182,25 @@ TEST(SqliteStoreTest, MigrationsAreRecordedOnce) {
             server::LatestSchemaVersion());
 }
 
+// One server process owns an SQLite file (its lock file), so the lease is always granted: a
+// restarted server under another replica id takes it over at once, with a new epoch, and the
+// previous holder's fence no longer passes.
+TEST(SqliteStoreTest, TheLeaseIsAlwaysGrantedAndTakenOver) {
+  TempDir dir;
+  std::unique_ptr<Store> store = store_test::OpenStore(dir.File("server.db"));
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<Lease> first = store->AcquireLease("experiments", "a:7443", absl::Minutes(1));
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<Lease> taken = store->AcquireLease("experiments", "b:7443", absl::Minutes(1));
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(taken->holder, "b:7443");
+  EXPECT_EQ(taken->epoch, first->epoch + 1);
+  const LeaseFence old{"experiments", "a:7443", first->epoch};
+  EXPECT_EQ(store->DeleteWindowsOfExperimentsEndedBefore(absl::Now(), &old).status().code(),
+            absl::StatusCode::kAborted);
+  const LeaseFence current{"experiments", "b:7443", taken->epoch};
+  EXPECT_TRUE(store->DeleteWindowsOfExperimentsEndedBefore(absl::Now(), &current).ok());
+}
+
 }  // namespace
 }  // namespace rxfleet::server

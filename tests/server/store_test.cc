@@ -352,10 +352,10 @@ TEST_P(StoreContractTest, ExperimentsAndWindowsSurviveReopen) {
     stopped.set_phase(v1::EXPERIMENT_PHASE_STOPPED);
     *stopped.mutable_end_time() = common::TimeToProto(kNow + absl::Hours(1));
     absl::StatusOr<v1::Experiment> updated =
-        store->UpdateExperimentStatus("hold-ab", stopped, kNow + absl::Hours(1));
+        store->UpdateExperimentStatus("hold-ab", stopped, kNow + absl::Hours(1), nullptr);
     ASSERT_TRUE(updated.ok()) << updated.status();
     EXPECT_NE(updated->metadata().resource_version(), created->metadata().resource_version());
-    EXPECT_EQ(store->UpdateExperimentStatus("nope", stopped, kNow).status().code(),
+    EXPECT_EQ(store->UpdateExperimentStatus("nope", stopped, kNow, nullptr).status().code(),
               absl::StatusCode::kNotFound);
     const uint64_t before = store->Load(1)->bundle_version;
     EXPECT_EQ(*store->BumpBundleVersion(), before + 1);
@@ -383,8 +383,8 @@ TEST_P(StoreContractTest, ExperimentsAndWindowsSurviveReopen) {
   EXPECT_EQ((*counts)["hold-ab"].total, 2u);
   EXPECT_EQ((*counts)["hold-ab"].valid, 1u);
   // Retention: only the windows of experiments that ended before the cut-off go.
-  EXPECT_EQ(*store->DeleteWindowsOfExperimentsEndedBefore(kNow + absl::Minutes(30)), 0u);
-  EXPECT_EQ(*store->DeleteWindowsOfExperimentsEndedBefore(kNow + absl::Hours(2)), 2u);
+  EXPECT_EQ(*store->DeleteWindowsOfExperimentsEndedBefore(kNow + absl::Minutes(30), nullptr), 0u);
+  EXPECT_EQ(*store->DeleteWindowsOfExperimentsEndedBefore(kNow + absl::Hours(2), nullptr), 2u);
   EXPECT_EQ((*store->CountWindows())["other"].total, 1u);
 }
 
@@ -422,7 +422,7 @@ TEST_P(StoreContractTest, EveryConfigurationChangeMovesTheRevisionAndNothingElse
   moved("creating an experiment");
   v1::ExperimentStatus stopped;
   stopped.set_phase(v1::EXPERIMENT_PHASE_STOPPED);
-  ASSERT_TRUE(store->UpdateExperimentStatus("hold-ab", stopped, kNow).ok());
+  ASSERT_TRUE(store->UpdateExperimentStatus("hold-ab", stopped, kNow, nullptr).ok());
   moved("updating an experiment's status");
 
   HostRecord host;
@@ -445,6 +445,56 @@ TEST_P(StoreContractTest, EveryConfigurationChangeMovesTheRevisionAndNothingElse
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->policies.empty());
   EXPECT_EQ(config->bundle_version, store->Load(1)->bundle_version);
+}
+
+// Leases of singleton jobs: a renewal keeps the epoch, a re-take after a release moves it, and
+// a fenced write passes only with the current epoch. (Who else may take a held lease differs:
+// store_sqlite_test.cc and store_postgres_test.cc.)
+TEST_P(StoreContractTest, LeasesRenewKeepTheirEpochAndFenceStaleHolders) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<Lease> first = store->AcquireLease("experiments", "a:7443", absl::Seconds(30));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->holder, "a:7443");
+  EXPECT_EQ(first->epoch, 1u);
+  EXPECT_GT(first->expire_time, absl::Now() + absl::Seconds(20));
+  absl::StatusOr<Lease> renewed = store->AcquireLease("experiments", "a:7443", absl::Seconds(30));
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->epoch, 1u);
+  EXPECT_GE(renewed->expire_time, first->expire_time);
+
+  v1::Experiment e;
+  e.mutable_metadata()->set_name("hold-ab");
+  ASSERT_TRUE(store->CreateExperiment(e, kNow).ok());
+  v1::ExperimentStatus completed;
+  completed.set_phase(v1::EXPERIMENT_PHASE_COMPLETED);
+  const LeaseFence current{"experiments", "a:7443", 1};
+  ASSERT_TRUE(store->UpdateExperimentStatus("hold-ab", completed, kNow, &current).ok());
+
+  ASSERT_TRUE(store->ReleaseLease(current).ok());
+  absl::StatusOr<Lease> again = store->AcquireLease("experiments", "a:7443", absl::Seconds(30));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->epoch, 2u) << "a re-take after a release is a new epoch";
+  const uint64_t revision = store->LoadConfig()->revision;
+  v1::ExperimentStatus stopped;
+  stopped.set_phase(v1::EXPERIMENT_PHASE_STOPPED);
+  absl::StatusOr<v1::Experiment> fenced =
+      store->UpdateExperimentStatus("hold-ab", stopped, kNow, &current);
+  ASSERT_EQ(fenced.status().code(), absl::StatusCode::kAborted) << fenced.status();
+  EXPECT_THAT(fenced.status().message(),
+              HasSubstr("lease experiments is no longer held by a:7443 at epoch 1"));
+  EXPECT_EQ(store->DeleteWindowsOfExperimentsEndedBefore(kNow, &current).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(store->LoadConfig()->revision, revision) << "a fenced-out write changed nothing";
+  EXPECT_EQ((*store->LoadExperiments())[0].status().phase(), v1::EXPERIMENT_PHASE_COMPLETED);
+
+  EXPECT_EQ(store->AcquireLease("", "a", absl::Seconds(30)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store->AcquireLease("experiments", std::string(257, 'a'), absl::Seconds(30)).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->AcquireLease("experiments", "a", absl::Milliseconds(10)).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(StoreContractTest, LockedDatabaseFailsTheWriteAndKeepsTheStoreUsable) {
