@@ -348,6 +348,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                "gRPC could not bind it (see the gRPC lines above)");
   }
   s.replica_id_ = options.replica_id.empty() ? DefaultReplicaId(s.grpc_port_) : options.replica_id;
+  s.registry_->SetReplicaId(s.replica_id_);
   s.agent_service_->Start();
   if (grpc::HealthCheckServiceInterface* health = s.grpc_server_->GetHealthCheckService();
       health != nullptr) {
@@ -514,10 +515,17 @@ bool FleetServer::Flush() {
   std::vector<HostRecord> hosts = registry_->TakeDirty();
   std::vector<v1::Event> events = events_->TakeUnsaved();
   if (hosts.empty() && events.empty() && local_audit.empty()) return true;
-  const absl::Status saved =
+  const absl::StatusOr<RegistrySaveResult> saved =
       store_->SaveRegistry(hosts, events, options_.max_events, absl::Now() - options_.event_max_age,
                            local_audit, absl::Now() - options_.audit_max_age);
   if (saved.ok()) {
+    registry_->SessionsSaved(*saved);
+    if (!saved->superseded.empty()) {
+      Log(LogLevel::kInfo,
+          absl::StrCat(saved->superseded.size(),
+                       " host(s) now held by another server's agent session (e.g. ",
+                       saved->superseded.front(), "): their stale records here were not saved"));
+    }
     for (int64_t id : local_audit) local_audit_recorded_.erase(id);
     if (flush_failing_) Log(LogLevel::kInfo, "registry writes to the database work again");
     flush_failing_ = false;
@@ -525,9 +533,9 @@ bool FleetServer::Flush() {
   }
   metrics_->store_write_failures->Increment();
   if (!flush_failing_) {
-    Log(LogLevel::kError,
-        absl::StrCat("cannot save the registry (will retry every ",
-                     absl::FormatDuration(options_.flush_interval), "): ", saved.message()));
+    Log(LogLevel::kError, absl::StrCat("cannot save the registry (will retry every ",
+                                       absl::FormatDuration(options_.flush_interval),
+                                       "): ", saved.status().message()));
   }
   flush_failing_ = true;
   registry_->ReturnDirty(hosts);

@@ -91,6 +91,7 @@ void DescribeHost(const v1::Host& host, const std::vector<v1::Adapter>& adapters
   Field(out, "Connected since",
         status.connected() ? FormatTimeWithAge(status.connect_time(), now) : "-");
   Field(out, "Peer", OrNone(status.peer_address()));
+  Field(out, "Server", OrNone(status.replica()));
   Field(out, "Agent", OrNone(status.agent_version()));
   Field(out, "Capabilities",
         status.capabilities().empty() ? "<none>" : absl::StrJoin(status.capabilities(), ","));

@@ -241,6 +241,10 @@ uint64_t Registry::Connect(const v1::Hello& hello, std::string_view peer, absl::
   }
   entry.stream = next_stream_++;
   entry.last_sent_time = absl::InfinitePast();
+  if (!replica_id_.empty()) {
+    status->set_replica(replica_id_);
+    entry.session_pending = true;  // a new stream: a new session, opened by the next save
+  }
   MarkDirty(id, now, /*adapters=*/true);
   return entry.stream;
 }
@@ -580,6 +584,11 @@ std::vector<HostRecord> Registry::TakeDirty() {
     if (it == hosts_.end()) continue;
     HostRecord record;
     record.host = it->second.host;
+    if (it->second.session_pending || it->second.session_epoch > 0) {
+      record.session_replica = replica_id_;
+      record.open_session = it->second.session_pending;
+      record.session_epoch = it->second.session_epoch;
+    }
     record.adapters_changed = dirty_adapters_.contains(id);
     if (record.adapters_changed) {
       for (const auto& [adapter_id, adapter] : it->second.adapters) {
@@ -599,6 +608,23 @@ void Registry::ReturnDirty(const std::vector<HostRecord>& records) {
     dirty_.insert(record.host.metadata().name());
     if (record.adapters_changed) dirty_adapters_.insert(record.host.metadata().name());
   }
+}
+
+void Registry::SetReplicaId(std::string replica_id) {
+  absl::MutexLock lock(&mu_);
+  replica_id_ = std::move(replica_id);
+}
+
+void Registry::SessionsSaved(const RegistrySaveResult& result) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, epoch] : result.opened_sessions) {
+    auto it = hosts_.find(id);
+    if (it == hosts_.end()) continue;
+    it->second.session_pending = false;
+    it->second.session_epoch = epoch;
+  }
+  // A superseded host keeps its epoch: later saves of it are refused by the store too, until
+  // the agent opens a new stream here.
 }
 
 }  // namespace rxfleet::server

@@ -156,12 +156,24 @@ class Registry {
   /// Marks hosts dirty again after a failed save.
   void ReturnDirty(const std::vector<HostRecord>& records);
 
+  /// This server's replica id: hosts connecting from now on show it (status.replica) and
+  /// their records carry agent sessions under it (HostRecord::session_replica). Empty (the
+  /// default): no sessions. Call before agents connect.
+  void SetReplicaId(std::string replica_id);
+  /// After a successful save of TakeDirty's records: the sessions opened for them (their
+  /// epochs fence the next saves) and the hosts another session holds now.
+  void SessionsSaved(const RegistrySaveResult& result);
+
  private:
   struct Entry {
     v1::Host host;                                // status.stale/adapter_count/conditions unset
     std::map<std::string, v1::Adapter> adapters;  // by adapter id
     uint64_t stream = 0;                          // current stream, 0 if none
     absl::Time last_sent_time = absl::InfinitePast();
+    // Agent session of this server for the host: to be opened by the next save (pending), or
+    // its epoch once opened; 0 and false when this server has no session for it.
+    bool session_pending = false;
+    uint64_t session_epoch = 0;
   };
 
   Entry* Current(std::string_view host_id, uint64_t stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -183,6 +195,7 @@ class Registry {
   std::set<std::string> dirty_adapters_ ABSL_GUARDED_BY(mu_);  // ... with their adapters
   uint64_t next_stream_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string replica_id_ ABSL_GUARDED_BY(mu_);
 };
 
 /// True for adapters the agent reported as unplugged (ADAPTER_STATE_GONE).

@@ -1,6 +1,7 @@
 // Schema of the PostgreSQL store, as numbered migrations recorded in `schema_migrations` (the
 // same scheme as the SQLite file's, server/store/schema.cc, with its own numbers): 1 is the
-// SQLite schema 5 in PostgreSQL types, 2 adds the leases (SQLite 6). Text columns use the "C"
+// SQLite schema 5 in PostgreSQL types, 2 adds the leases (SQLite 6), 3 the agent sessions
+// (SQLite 7). Text columns use the "C"
 // collation so names order by byte, as in SQLite.
 
 #include <iterator>
@@ -87,6 +88,15 @@ constexpr Migration kMigrations[] = {
         holder TEXT COLLATE "C" NOT NULL,
         epoch BIGINT NOT NULL,
         expire_time_us BIGINT NOT NULL
+      );
+    )sql"},
+    {3, "agent sessions: which replica holds each host, under which epoch",
+     R"sql(
+      CREATE TABLE agent_sessions (
+        host_id TEXT COLLATE "C" PRIMARY KEY,
+        replica TEXT COLLATE "C" NOT NULL,
+        epoch BIGINT NOT NULL,
+        connect_time_ns BIGINT NOT NULL
       );
     )sql"},
 };

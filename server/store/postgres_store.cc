@@ -235,23 +235,10 @@ absl::StatusOr<PolicyDeleteResult> PostgresStore::DeletePolicy(std::string_view 
   }
 }
 
-absl::Status PostgresStore::SaveRegistry(absl::Span<const HostRecord> hosts,
-                                         absl::Span<const v1::Event> events, size_t max_events,
-                                         absl::Time events_min_time,
-                                         absl::Span<const int64_t> local_audit_done,
-                                         absl::Time audit_min_time) {
-  std::vector<pq::Params> host_rows;
-  std::vector<pq::Params> clear_rows;
-  std::vector<pq::Params> adapter_rows;
-  for (const HostRecord& record : hosts) {
-    const std::string& id = record.host.metadata().name();
-    host_rows.push_back(pq::Params().Text(id).Record(record.host));
-    if (!record.adapters_changed) continue;
-    clear_rows.push_back(pq::Params().Text(id));
-    for (const v1::Adapter& adapter : record.adapters) {
-      adapter_rows.push_back(pq::Params().Text(id).Text(adapter.metadata().name()).Record(adapter));
-    }
-  }
+absl::StatusOr<RegistrySaveResult> PostgresStore::SaveRegistry(
+    absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events, size_t max_events,
+    absl::Time events_min_time, absl::Span<const int64_t> local_audit_done,
+    absl::Time audit_min_time) {
   std::vector<pq::Params> fleet_rows;
   std::vector<pq::Params> audit_rows;
   int64_t last_event_version = 0;
@@ -273,10 +260,60 @@ absl::Status PostgresStore::SaveRegistry(absl::Span<const HostRecord> hosts,
   std::vector<pq::Params> done_rows;
   for (int64_t id : local_audit_done) done_rows.push_back(pq::Params().Int(id));
 
+  RegistrySaveResult result;
   absl::MutexLock lock(&mu_);
   try {
     pq::Connection& conn = Connected();
     pq::Transaction transaction(conn);
+    // Sessions first: the records' sessions are opened, or their stored sessions locked
+    // (FOR UPDATE) and compared, so no other replica's session opens before this commits.
+    const int64_t now_ns = absl::ToUnixNanos(absl::Now());
+    std::string held_ids;  // host ids joined by newlines (host ids hold none)
+    for (const HostRecord& record : hosts) {
+      if (record.session_replica.empty()) continue;
+      const std::string& id = record.host.metadata().name();
+      if (record.open_session) {
+        const pq::Result opened = conn.Exec(
+            "INSERT INTO agent_sessions (host_id, replica, epoch, connect_time_ns) VALUES ($1, "
+            "$2, 1, $3) ON CONFLICT (host_id) DO UPDATE SET replica = excluded.replica, epoch = "
+            "agent_sessions.epoch + 1, connect_time_ns = excluded.connect_time_ns RETURNING epoch",
+            pq::Params().Text(id).Text(record.session_replica).Int(now_ns));
+        result.opened_sessions[id] = static_cast<uint64_t>(opened.Int(0, 0));
+      } else {
+        absl::StrAppend(&held_ids, held_ids.empty() ? "" : "\n", id);
+      }
+    }
+    std::map<std::string, store_records::StoredSession, std::less<>> stored_sessions;
+    if (!held_ids.empty()) {
+      const pq::Result rows = conn.Exec(
+          "SELECT host_id, replica, epoch FROM agent_sessions WHERE host_id = "
+          "ANY(string_to_array($1, chr(10))) FOR UPDATE",
+          pq::Params().Text(held_ids));
+      for (int i = 0; i < rows.rows(); ++i) {
+        stored_sessions[rows.Text(i, 0)] = {rows.Text(i, 1), static_cast<uint64_t>(rows.Int(i, 2))};
+      }
+    }
+    std::vector<pq::Params> host_rows;
+    std::vector<pq::Params> clear_rows;
+    std::vector<pq::Params> adapter_rows;
+    for (const HostRecord& record : hosts) {
+      const std::string& id = record.host.metadata().name();
+      if (!record.session_replica.empty() && !record.open_session) {
+        auto it = stored_sessions.find(id);
+        if (!store_records::SessionHolds(record,
+                                         it == stored_sessions.end() ? nullptr : &it->second)) {
+          result.superseded.push_back(id);
+          continue;
+        }
+      }
+      host_rows.push_back(pq::Params().Text(id).Record(record.host));
+      if (!record.adapters_changed) continue;
+      clear_rows.push_back(pq::Params().Text(id));
+      for (const v1::Adapter& adapter : record.adapters) {
+        adapter_rows.push_back(
+            pq::Params().Text(id).Text(adapter.metadata().name()).Record(adapter));
+      }
+    }
     conn.ExecMany(
         "INSERT INTO hosts (id, record) VALUES ($1, $2) ON CONFLICT (id) "
         "DO UPDATE SET record = excluded.record",
@@ -307,7 +344,7 @@ absl::Status PostgresStore::SaveRegistry(absl::Span<const HostRecord> hosts,
   } catch (const pq::Error& e) {
     return pq::StatusFromPq(e, "cannot save the registry", name_);
   }
-  return absl::OkStatus();
+  return result;
 }
 
 absl::Status PostgresStore::AddLocalAudit(const v1::Event& event, absl::Time now) {

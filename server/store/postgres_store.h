@@ -56,10 +56,11 @@ class PostgresStore final : public Store {
   absl::StatusOr<PolicyWriteResult> ApplyPolicy(const v1::Policy& policy, absl::Time now) override;
   absl::StatusOr<PolicyDeleteResult> DeletePolicy(std::string_view name,
                                                   std::string_view resource_version) override;
-  absl::Status SaveRegistry(absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events,
-                            size_t max_events, absl::Time events_min_time,
-                            absl::Span<const int64_t> local_audit_done,
-                            absl::Time audit_min_time) override;
+  absl::StatusOr<RegistrySaveResult> SaveRegistry(absl::Span<const HostRecord> hosts,
+                                                  absl::Span<const v1::Event> events,
+                                                  size_t max_events, absl::Time events_min_time,
+                                                  absl::Span<const int64_t> local_audit_done,
+                                                  absl::Time audit_min_time) override;
   absl::Status AddLocalAudit(const v1::Event& event, absl::Time now) override;
   absl::StatusOr<std::vector<LocalAuditEvent>> PendingLocalAudit() override;
   absl::StatusOr<uint64_t> BumpBundleVersion() override;

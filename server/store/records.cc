@@ -97,6 +97,12 @@ std::vector<std::string> SplitSegment(std::string_view joined, int64_t count) {
   return absl::StrSplit(common::ToAbslView(joined), kSegmentSeparator);
 }
 
+bool SessionHolds(const HostRecord& record, const StoredSession* stored) {
+  if (record.session_replica.empty()) return true;
+  return stored != nullptr && stored->replica == record.session_replica &&
+         stored->epoch == record.session_epoch;
+}
+
 absl::Status ValidateLeaseRequest(std::string_view name, std::string_view holder,
                                   absl::Duration ttl) {
   constexpr size_t kMaxLength = 256;

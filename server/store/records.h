@@ -49,6 +49,16 @@ v1::Experiment NewExperiment(const v1::Experiment& requested, int64_t revision, 
 std::string JoinSegment(const std::vector<std::string>& segment);
 std::vector<std::string> SplitSegment(std::string_view joined, int64_t count);
 
+/// A host's agent session as stored (table agent_sessions).
+struct StoredSession {
+  std::string replica;
+  uint64_t epoch = 0;
+};
+/// Whether SaveRegistry writes `record`, which has no open_session, when the host's stored
+/// session is `stored` (nullptr: none): always without a session_replica, else only under
+/// the same replica and epoch (see HostRecord::session_replica).
+bool SessionHolds(const HostRecord& record, const StoredSession* stored);
+
 /// OK, or InvalidArgument naming what is wrong with an AcquireLease request (see
 /// Store::AcquireLease).
 absl::Status ValidateLeaseRequest(std::string_view name, std::string_view holder,

@@ -139,6 +139,15 @@ constexpr Migration kMigrations[] = {
         expire_time_us INTEGER NOT NULL
       );
     )sql"},
+    {7, "agent sessions: which replica holds each host, under which epoch",
+     R"sql(
+      CREATE TABLE agent_sessions (
+        host_id TEXT PRIMARY KEY,
+        replica TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        connect_time_ns INTEGER NOT NULL
+      );
+    )sql"},
 };
 
 }  // namespace

@@ -229,11 +229,11 @@ absl::StatusOr<PolicyDeleteResult> SqliteStore::DeletePolicy(std::string_view na
   }
 }
 
-absl::Status SqliteStore::SaveRegistry(absl::Span<const HostRecord> hosts,
-                                       absl::Span<const v1::Event> events, size_t max_events,
-                                       absl::Time events_min_time,
-                                       absl::Span<const int64_t> local_audit_done,
-                                       absl::Time audit_min_time) {
+absl::StatusOr<RegistrySaveResult> SqliteStore::SaveRegistry(
+    absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events, size_t max_events,
+    absl::Time events_min_time, absl::Span<const int64_t> local_audit_done,
+    absl::Time audit_min_time) {
+  RegistrySaveResult result;
   absl::MutexLock lock(&mu_);
   try {
     SQLite::Database& db = *db_;
@@ -245,8 +245,41 @@ absl::Status SqliteStore::SaveRegistry(absl::Span<const HostRecord> hosts,
     SQLite::Statement clear_adapters(db, "DELETE FROM adapters WHERE host_id = ?");
     SQLite::Statement insert_adapter(db,
                                      "INSERT INTO adapters (host_id, id, record) VALUES (?, ?, ?)");
+    SQLite::Statement open_session(
+        db,
+        "INSERT INTO agent_sessions (host_id, replica, epoch, connect_time_ns) VALUES (?, ?, 1, "
+        "?) ON CONFLICT (host_id) DO UPDATE SET replica = excluded.replica, epoch = epoch + 1, "
+        "connect_time_ns = excluded.connect_time_ns RETURNING epoch");
+    SQLite::Statement find_session(db,
+                                   "SELECT replica, epoch FROM agent_sessions WHERE host_id = ?");
+    const int64_t now_ns = absl::ToUnixNanos(absl::Now());
     for (const HostRecord& record : hosts) {
       const std::string& id = record.host.metadata().name();
+      if (record.open_session && !record.session_replica.empty()) {
+        open_session.bind(1, id);
+        open_session.bind(2, record.session_replica);
+        open_session.bind(3, now_ns);
+        if (!open_session.executeStep()) {
+          throw SQLite::Exception("opening an agent session returned nothing", SQLITE_INTERNAL);
+        }
+        result.opened_sessions[id] = static_cast<uint64_t>(open_session.getColumn(0).getInt64());
+        while (open_session.executeStep()) {
+        }
+        open_session.reset();
+      } else if (!record.session_replica.empty()) {
+        find_session.bind(1, id);
+        std::optional<store_records::StoredSession> stored;
+        if (find_session.executeStep()) {
+          stored = store_records::StoredSession{
+              find_session.getColumn(0).getString(),
+              static_cast<uint64_t>(find_session.getColumn(1).getInt64())};
+        }
+        find_session.reset();
+        if (!store_records::SessionHolds(record, stored.has_value() ? &*stored : nullptr)) {
+          result.superseded.push_back(id);
+          continue;
+        }
+      }
       upsert_host.bind(1, id);
       BindRecord(upsert_host, 2, record.host, &buffer);
       upsert_host.exec();
@@ -313,7 +346,7 @@ absl::Status SqliteStore::SaveRegistry(absl::Span<const HostRecord> hosts,
   } catch (const SQLite::Exception& e) {
     return StatusFromSqlite(e, "cannot save the registry", path_);
   }
-  return absl::OkStatus();
+  return result;
 }
 
 absl::Status SqliteStore::AddLocalAudit(const v1::Event& event, absl::Time now) {

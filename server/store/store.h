@@ -100,6 +100,26 @@ struct HostRecord {
   /// False when only the host changed: SaveRegistry then leaves its stored adapters alone
   /// (`adapters` is empty). Loaded records always carry their adapters.
   bool adapters_changed = true;
+
+  /// The agent session the record was reported under, so that among replicas only the one
+  /// holding the host's newest session writes it (a replica's late "disconnected" for an agent
+  /// that moved on changes nothing). `session_replica` empty: no session, written as it is.
+  /// With `open_session` (the first save after a new stream), SaveRegistry opens a new session
+  /// for `session_replica` (the stored epoch plus one, superseding the host's previous session
+  /// on any replica) and writes the record under it; otherwise it writes the record only if
+  /// the stored session is still (`session_replica`, `session_epoch`).
+  std::string session_replica = {};
+  bool open_session = false;
+  uint64_t session_epoch = 0;
+};
+
+/// What SaveRegistry did with the records' sessions.
+struct RegistrySaveResult {
+  /// host id -> epoch of the session opened for it (records with open_session).
+  std::map<std::string, uint64_t> opened_sessions;
+  /// Hosts whose record was not written: another session (another replica, or a newer stream)
+  /// holds them now.
+  std::vector<std::string> superseded;
 };
 
 /// Everything the server loads at start-up.
@@ -108,7 +128,9 @@ struct StoredState {
   uint64_t revision = 0;
   uint64_t bundle_version = 0;       ///< >= 1
   std::vector<v1::Policy> policies;  ///< ordered by name
-  std::vector<HostRecord> hosts;     ///< ordered by host id, adapters by adapter id
+  /// Ordered by host id, adapters by adapter id; without session fields (a loaded host has no
+  /// stream on this process).
+  std::vector<HostRecord> hosts;
   /// The newest `max_events` fleet events and every stored audit event, oldest first.
   std::vector<v1::Event> events;
   /// Highest event resource version ever assigned (0 if none), including pruned events.
@@ -236,12 +258,13 @@ class Store {
   /// last_time is before `audit_min_time` (audit is never pruned by the volume of other events).
   /// `local_audit_done`: ids of LocalAuditEvents now in `events` (or saved before), deleted in
   /// the same transaction so each is recorded once and never lost. (Pass {} and
-  /// absl::InfinitePast() for none.)
-  virtual absl::Status SaveRegistry(absl::Span<const HostRecord> hosts,
-                                    absl::Span<const v1::Event> events, size_t max_events,
-                                    absl::Time events_min_time,
-                                    absl::Span<const int64_t> local_audit_done,
-                                    absl::Time audit_min_time) = 0;
+  /// absl::InfinitePast() for none.) Records are fenced by their agent session (see
+  /// HostRecord::session_replica); the result names the sessions opened and the records
+  /// skipped.
+  virtual absl::StatusOr<RegistrySaveResult> SaveRegistry(
+      absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events, size_t max_events,
+      absl::Time events_min_time, absl::Span<const int64_t> local_audit_done,
+      absl::Time audit_min_time) = 0;
 
   /// Queues an audit event of a local command for the server (running or started later).
   /// Write errors as ApplyPolicy.

@@ -164,6 +164,45 @@ TEST(RegistryTest, AckClearsAnOlderNackAndDrivesInSync) {
   EXPECT_EQ(FindCondition(*host, "InSync")->status(), v1::CONDITION_STATUS_TRUE);
 }
 
+// With a replica id, a new stream's host is saved with a session to open; once the store
+// opened it, later saves carry its epoch; a reconnect asks for a new one.
+TEST(RegistryTest, RecordsCarryTheAgentSessionOfThisServer) {
+  Registry registry({}, {});
+  registry.SetReplicaId("a:7443");
+  uint64_t stream = registry.Connect(MakeHello("h1"), "peer", kT0);
+  EXPECT_EQ(registry.GetHost("h1", kT0, 1)->status().replica(), "a:7443");
+  std::vector<HostRecord> dirty = registry.TakeDirty();
+  ASSERT_EQ(dirty.size(), 1u);
+  EXPECT_EQ(dirty[0].session_replica, "a:7443");
+  EXPECT_TRUE(dirty[0].open_session);
+  // A failed save: the session is still to be opened.
+  registry.ReturnDirty(dirty);
+  dirty = registry.TakeDirty();
+  ASSERT_EQ(dirty.size(), 1u);
+  EXPECT_TRUE(dirty[0].open_session);
+  registry.SessionsSaved({{{"h1", 7}}, {}});
+
+  ASSERT_TRUE(registry.RecordAck("h1", stream, 3, kT0));
+  dirty = registry.TakeDirty();
+  ASSERT_EQ(dirty.size(), 1u);
+  EXPECT_FALSE(dirty[0].open_session);
+  EXPECT_EQ(dirty[0].session_epoch, 7u);
+
+  ASSERT_TRUE(registry.Disconnect("h1", stream, kT0));
+  stream = registry.Connect(MakeHello("h1"), "peer", kT0);
+  dirty = registry.TakeDirty();
+  ASSERT_EQ(dirty.size(), 1u);
+  EXPECT_TRUE(dirty[0].open_session) << "a reconnect opens a new session";
+
+  // Without a replica id: no sessions (records are written as they are).
+  Registry plain({}, {});
+  plain.Connect(MakeHello("h2"), "peer", kT0);
+  dirty = plain.TakeDirty();
+  ASSERT_EQ(dirty.size(), 1u);
+  EXPECT_TRUE(dirty[0].session_replica.empty());
+  EXPECT_EQ(plain.GetHost("h2", kT0, 1)->status().replica(), "");
+}
+
 TEST(RegistryTest, DirtyHostsRoundTripThroughTheStoreFormat) {
   Registry registry({}, {});
   const uint64_t stream = registry.Connect(MakeHello("h1"), "peer", kT0);

@@ -122,7 +122,8 @@ TEST_F(PostgresStoreTest, LargeBatchesAreAllOrNothing) {
   for (int i = 1; i <= 300; ++i) events.push_back(MakeEvent(absl::StrCat("e", i), i, kNow));
   events.push_back(MakeEvent("duplicate-version", 300, kNow));  // events.resource_version is unique
   const absl::Status failed =
-      store->SaveRegistry(hosts, events, 1000, kNow - absl::Hours(1), {}, absl::InfinitePast());
+      store->SaveRegistry(hosts, events, 1000, kNow - absl::Hours(1), {}, absl::InfinitePast())
+          .status();
   ASSERT_FALSE(failed.ok());
   EXPECT_THAT(failed.message(), HasSubstr("cannot save the registry"));
   absl::StatusOr<StoredState> empty = store->Load(1000);

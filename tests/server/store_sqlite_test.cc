@@ -48,7 +48,7 @@ TEST(SqliteStoreTest, FullDatabaseFailsTheWriteWithoutHalfWrites) {
     adapter.mutable_status()->set_product(std::string(8000, 'p'));
   }
   const absl::Status full =
-      (*store)->SaveRegistry({small, big}, {}, 100, kNow, {}, absl::InfinitePast());
+      (*store)->SaveRegistry({small, big}, {}, 100, kNow, {}, absl::InfinitePast()).status();
   ASSERT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
   EXPECT_THAT(full.message(), HasSubstr("cannot save the registry"));
   EXPECT_THAT(full.message(), HasSubstr("full"));

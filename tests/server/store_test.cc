@@ -497,6 +497,52 @@ TEST_P(StoreContractTest, LeasesRenewKeepTheirEpochAndFenceStaleHolders) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// An agent moves from server A to server B on one database: B opens a newer session, and A's
+// late save of the host (its stream ended after B's took over) changes nothing.
+TEST_P(StoreContractTest, AgentSessionsFenceTheWritesOfAServerTheAgentLeft) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  const auto save = [&](HostRecord record) {
+    absl::StatusOr<RegistrySaveResult> saved =
+        store->SaveRegistry({record}, {}, 100, absl::InfinitePast(), {}, absl::InfinitePast());
+    EXPECT_TRUE(saved.ok()) << saved.status();
+    return saved.ok() ? *saved : RegistrySaveResult{};
+  };
+  const auto record = [](const std::string& replica, bool connected, bool open, uint64_t epoch) {
+    HostRecord r;
+    r.host.mutable_metadata()->set_name("pi5-a");
+    r.host.mutable_status()->set_connected(connected);
+    r.host.mutable_status()->set_replica(replica);
+    r.adapters.emplace_back().mutable_metadata()->set_name(replica);
+    r.session_replica = replica;
+    r.open_session = open;
+    r.session_epoch = epoch;
+    return r;
+  };
+  RegistrySaveResult a = save(record("a:7443", true, true, 0));
+  ASSERT_EQ(a.opened_sessions.at("pi5-a"), 1u);
+  EXPECT_TRUE(save(record("a:7443", true, false, 1)).superseded.empty());
+  RegistrySaveResult b = save(record("b:7443", true, true, 0));
+  ASSERT_EQ(b.opened_sessions.at("pi5-a"), 2u);
+
+  RegistrySaveResult late = save(record("a:7443", false, false, 1));
+  EXPECT_THAT(late.superseded, ::testing::ElementsAre("pi5-a"));
+  absl::StatusOr<StoredState> state = store->Load(10);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->hosts.size(), 1u);
+  EXPECT_EQ(state->hosts[0].host.status().replica(), "b:7443");
+  EXPECT_TRUE(state->hosts[0].host.status().connected()) << "A's late disconnect was written";
+  ASSERT_EQ(state->hosts[0].adapters.size(), 1u);
+  EXPECT_EQ(state->hosts[0].adapters[0].metadata().name(), "b:7443");
+
+  // B's own later writes pass; a record without a session is written as it is.
+  EXPECT_TRUE(save(record("b:7443", false, false, 2)).superseded.empty());
+  HostRecord plain = record("", false, false, 0);
+  plain.host.mutable_status()->set_replica("");
+  EXPECT_TRUE(save(plain).superseded.empty());
+  EXPECT_EQ(store->Load(10)->hosts[0].host.status().replica(), "");
+}
+
 TEST_P(StoreContractTest, LockedDatabaseFailsTheWriteAndKeepsTheStoreUsable) {
   std::unique_ptr<Store> store = OpenStore(location(), absl::Milliseconds(100));
   ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());

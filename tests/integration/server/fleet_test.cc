@@ -92,6 +92,7 @@ class ServerProcess {
   }
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  int port() const { return port_; }
   const std::string& db() const { return db_; }
   v1::FleetService::Stub& fleet() { return *fleet_; }
   std::string log() const { return stderr_ + (child_ ? child_->Text(Stream::kStderr) : ""); }
@@ -356,6 +357,9 @@ TEST_F(FleetTest, OnPostgresAPolicyCommittedByAnotherProcessReachesTheAgents) {
   std::optional<v1::ExplainAdapterResponse> explained = server.Explain("pi5-a", "port-2-2");
   ASSERT_TRUE(explained.has_value());
   EXPECT_EQ(explained->expected().provenance().at("hold_us").name(), "pi5-usb3");
+  // The host shows the server holding its session: HOSTNAME:PORT by default.
+  EXPECT_THAT(server.Host("pi5-a")->status().replica(),
+              ::testing::EndsWith(absl::StrCat(":", server.port())));
 
   // The database ends every session of the server (a failover, an administrator): a policy
   // deleted meanwhile is found by the listener's resync or the next poll.
