@@ -486,6 +486,7 @@ void FleetServer::FlushLoop() {
     if (stopping_) break;
     mu_.Unlock();
     Flush();
+    if (changes_ != nullptr) FollowRegistry();
     const Registry::Counts counts = registry_->counts();
     std::shared_ptr<const PolicySnapshot> snapshot = policies_->snapshot();
     metrics_->connected_agents->Set(static_cast<double>(agent_service_->connected()));
@@ -497,6 +498,24 @@ void FleetServer::FlushLoop() {
     metrics_->experiments_lease_held->Set(experiments_lease_->Fence().has_value() ? 1 : 0);
     mu_.Lock();
   }
+}
+
+void FleetServer::FollowRegistry() {
+  absl::StatusOr<HostChanges> changes = store_->LoadHostChanges(registry_cursor_);
+  if (!changes.ok()) {
+    if (!follow_failing_) {
+      Log(LogLevel::kError,
+          absl::StrCat("cannot read the hosts of other servers (will retry every ",
+                       absl::FormatDuration(options_.flush_interval),
+                       "): ", changes.status().message()));
+    }
+    follow_failing_ = true;
+    return;
+  }
+  if (follow_failing_) Log(LogLevel::kInfo, "reading the hosts of other servers works again");
+  follow_failing_ = false;
+  registry_cursor_ = changes->cursor;
+  registry_->ApplyRemote(std::move(changes->hosts));
 }
 
 bool FleetServer::Flush() {

@@ -200,6 +200,10 @@ class FleetServer {
   /// Writes dirty hosts and new events; logs (once per failure streak) and retries later on
   /// failure. Returns whether the write succeeded.
   bool Flush();
+  /// PostgreSQL: reads the hosts other replicas wrote since the last call
+  /// (Store::LoadHostChanges) into the registry, so every replica lists the whole fleet; logs
+  /// once per failure streak and retries with the next flush.
+  void FollowRegistry();
   /// The change feed's callback: re-reads the configuration (Store::LoadConfig) and, when its
   /// bundle version is newer than the one in memory, replaces the policies and pushes.
   absl::Status ReloadConfig(uint64_t revision, bool resync);
@@ -236,6 +240,9 @@ class FleetServer {
   // Local audit events (Store::PendingLocalAudit) already recorded in events_ but not yet
   // deleted from the file by a successful save. Flush thread only, like flush_failing_.
   std::set<int64_t> local_audit_recorded_;
+  // FollowRegistry's position (HostChanges::cursor) and failure streak. Flush thread only.
+  uint64_t registry_cursor_ = 0;
+  bool follow_failing_ = false;
   std::thread flusher_;
 };
 

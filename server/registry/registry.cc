@@ -240,6 +240,7 @@ uint64_t Registry::Connect(const v1::Hello& hello, std::string_view peer, absl::
     *adapter.mutable_metadata()->mutable_labels() = hello.labels();
   }
   entry.stream = next_stream_++;
+  entry.remote = false;
   entry.last_sent_time = absl::InfinitePast();
   if (!replica_id_.empty()) {
     status->set_replica(replica_id_);
@@ -581,7 +582,7 @@ std::vector<HostRecord> Registry::TakeDirty() {
   out.reserve(dirty_.size());
   for (const std::string& id : dirty_) {
     auto it = hosts_.find(id);
-    if (it == hosts_.end()) continue;
+    if (it == hosts_.end() || it->second.remote) continue;
     HostRecord record;
     record.host = it->second.host;
     if (it->second.session_pending || it->second.session_epoch > 0) {
@@ -625,6 +626,42 @@ void Registry::SessionsSaved(const RegistrySaveResult& result) {
   }
   // A superseded host keeps its epoch: later saves of it are refused by the store too, until
   // the agent opens a new stream here.
+}
+
+size_t Registry::ApplyRemote(std::vector<HostRecord> records) {
+  absl::MutexLock lock(&mu_);
+  size_t replaced = 0;
+  for (HostRecord& record : records) {
+    const std::string& id = record.host.metadata().name();
+    if (id.empty()) continue;
+    auto [it, created] = hosts_.try_emplace(id);
+    Entry& entry = it->second;
+    if (!created && (entry.stream != 0 || entry.session_pending ||
+                     (!replica_id_.empty() && record.session_replica == replica_id_))) {
+      continue;  // this server holds the host: its own entry is the newer truth
+    }
+    if (!created && !entry.remote && record.session_replica.empty()) {
+      continue;  // a record saved without sessions (one server on the database) is this one's
+    }
+    entry.host = std::move(record.host);
+    entry.host.mutable_status()->clear_stale();
+    entry.host.mutable_status()->clear_adapter_count();
+    entry.host.mutable_status()->clear_conditions();
+    if (record.adapters_changed || created) {
+      entry.adapters.clear();
+      for (v1::Adapter& adapter : record.adapters) {
+        const std::string adapter_id = adapter.metadata().name();
+        entry.adapters[adapter_id] = std::move(adapter);
+      }
+    }
+    entry.remote = true;
+    entry.session_epoch = 0;
+    entry.last_sent_time = absl::InfinitePast();
+    dirty_.erase(id);
+    dirty_adapters_.erase(id);
+    ++replaced;
+  }
+  return replaced;
 }
 
 }  // namespace rxfleet::server

@@ -164,6 +164,16 @@ class Registry {
   /// epochs fence the next saves) and the hosts another session holds now.
   void SessionsSaved(const RegistrySaveResult& result);
 
+  /// Records of hosts that agents report to other replicas on the same database
+  /// (Store::LoadHostChanges), so that this server lists the whole fleet. A record replaces
+  /// the host's entry unless this server holds the host: its stream is open here, or the
+  /// stored session (HostRecord::session_replica) is this server's replica id. Without
+  /// adapters (adapters_changed false) the entry keeps its adapters. A replaced entry shows
+  /// the host as its holder last saved it (status.replica names the holder); it is never
+  /// saved by this server and yields no adapter events. An agent that connects here takes
+  /// its entry back. Returns how many entries were replaced.
+  size_t ApplyRemote(std::vector<HostRecord> records);
+
  private:
   struct Entry {
     v1::Host host;                                // status.stale/adapter_count/conditions unset
@@ -174,6 +184,8 @@ class Registry {
     // its epoch once opened; 0 and false when this server has no session for it.
     bool session_pending = false;
     uint64_t session_epoch = 0;
+    // Held by another replica (ApplyRemote): never dirty, no stream here.
+    bool remote = false;
   };
 
   Entry* Current(std::string_view host_id, uint64_t stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,7 +1,7 @@
 // Schema of the PostgreSQL store, as numbered migrations recorded in `schema_migrations` (the
 // same scheme as the SQLite file's, server/store/schema.cc, with its own numbers): 1 is the
 // SQLite schema 5 in PostgreSQL types, 2 adds the leases (SQLite 6), 3 the agent sessions
-// (SQLite 7). Text columns use the "C"
+// (SQLite 7), 4 the registry's write ids (SQLite 8: a write sequence). Text columns use the "C"
 // collation so names order by byte, as in SQLite.
 
 #include <iterator>
@@ -98,6 +98,12 @@ constexpr Migration kMigrations[] = {
         epoch BIGINT NOT NULL,
         connect_time_ns BIGINT NOT NULL
       );
+    )sql"},
+    {4, "registry write ids: which transaction last wrote each host and its adapters",
+     R"sql(
+      ALTER TABLE hosts ADD COLUMN write_xid xid8 NOT NULL DEFAULT '0';
+      ALTER TABLE hosts ADD COLUMN adapters_xid xid8 NOT NULL DEFAULT '0';
+      CREATE INDEX hosts_by_write_xid ON hosts (write_xid);
     )sql"},
 };
 

@@ -172,6 +172,59 @@ absl::StatusOr<ConfigState> PostgresStore::LoadConfig() {
   return config;
 }
 
+absl::StatusOr<HostChanges> PostgresStore::LoadHostChanges(uint64_t cursor) {
+  absl::MutexLock lock(&mu_);
+  HostChanges changes;
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn, "ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    // The transaction's snapshot: every transaction with an id below its xmin has ended, so
+    // it is visible here or never commits; a write still running has an id at or above xmin
+    // and is read by the next call.
+    const std::string xmin =
+        conn.Exec("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").Text(0, 0);
+    if (!absl::SimpleAtoi(xmin, &changes.cursor)) {
+      throw pq::Error("XX000", absl::StrCat("snapshot xmin '", xmin, "' is not a number"));
+    }
+    const std::string from = absl::StrCat(cursor);
+    const pq::Result hosts = conn.Exec(
+        "SELECT h.id, h.record, (h.adapters_xid >= $1::text::xid8)::int4::int8, s.replica, s.epoch "
+        "FROM hosts h LEFT JOIN agent_sessions s ON s.host_id = h.id "
+        "WHERE h.write_xid >= $1::text::xid8 ORDER BY h.id",
+        pq::Params().Text(from));
+    std::map<std::string, size_t, std::less<>> host_index;
+    for (int i = 0; i < hosts.rows(); ++i) {
+      HostRecord record;
+      record.host = hosts.Record<v1::Host>(i, 1, "hosts");
+      record.adapters_changed = hosts.Int(i, 2) != 0;
+      if (!hosts.IsNull(i, 3)) {
+        record.session_replica = hosts.Text(i, 3);
+        record.session_epoch = static_cast<uint64_t>(hosts.Int(i, 4));
+      }
+      if (record.adapters_changed) host_index[hosts.Text(i, 0)] = changes.hosts.size();
+      changes.hosts.push_back(std::move(record));
+    }
+    if (!host_index.empty()) {
+      const pq::Result adapters = conn.Exec(
+          "SELECT a.host_id, a.record FROM adapters a JOIN hosts h ON h.id = a.host_id "
+          "WHERE h.write_xid >= $1::text::xid8 AND h.adapters_xid >= $1::text::xid8 "
+          "ORDER BY a.host_id, a.id",
+          pq::Params().Text(from));
+      for (int i = 0; i < adapters.rows(); ++i) {
+        auto it = host_index.find(adapters.Text(i, 0));
+        if (it == host_index.end()) continue;
+        changes.hosts[it->second].adapters.push_back(
+            adapters.Record<v1::Adapter>(i, 1, "adapters"));
+      }
+    }
+    transaction.Commit();
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot load the changed hosts", name_);
+  }
+  changes.cursor = std::max(changes.cursor, cursor);
+  return changes;
+}
+
 absl::StatusOr<PolicyWriteResult> PostgresStore::ApplyPolicy(const v1::Policy& policy,
                                                              absl::Time now) {
   const std::string& name = policy.metadata().name();
@@ -306,7 +359,8 @@ absl::StatusOr<RegistrySaveResult> PostgresStore::SaveRegistry(
           continue;
         }
       }
-      host_rows.push_back(pq::Params().Text(id).Record(record.host));
+      host_rows.push_back(
+          pq::Params().Text(id).Record(record.host).Int(record.adapters_changed ? 1 : 0));
       if (!record.adapters_changed) continue;
       clear_rows.push_back(pq::Params().Text(id));
       for (const v1::Adapter& adapter : record.adapters) {
@@ -315,8 +369,11 @@ absl::StatusOr<RegistrySaveResult> PostgresStore::SaveRegistry(
       }
     }
     conn.ExecMany(
-        "INSERT INTO hosts (id, record) VALUES ($1, $2) ON CONFLICT (id) "
-        "DO UPDATE SET record = excluded.record",
+        "INSERT INTO hosts (id, record, write_xid, adapters_xid) VALUES ($1, $2, "
+        "pg_current_xact_id(), CASE WHEN $3::int8 = 1 THEN pg_current_xact_id() ELSE '0' END) "
+        "ON CONFLICT (id) DO UPDATE SET record = excluded.record, write_xid = excluded.write_xid, "
+        "adapters_xid = CASE WHEN $3::int8 = 1 THEN excluded.write_xid ELSE hosts.adapters_xid "
+        "END",
         host_rows);
     conn.ExecMany("DELETE FROM adapters WHERE host_id = $1", clear_rows);
     conn.ExecMany("INSERT INTO adapters (host_id, id, record) VALUES ($1, $2, $3)", adapter_rows);

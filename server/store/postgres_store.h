@@ -53,6 +53,7 @@ class PostgresStore final : public Store {
   absl::StatusOr<int> SchemaVersion() override;
   absl::StatusOr<StoredState> Load(size_t max_events) override;
   absl::StatusOr<ConfigState> LoadConfig() override;
+  absl::StatusOr<HostChanges> LoadHostChanges(uint64_t cursor) override;
   absl::StatusOr<PolicyWriteResult> ApplyPolicy(const v1::Policy& policy, absl::Time now) override;
   absl::StatusOr<PolicyDeleteResult> DeletePolicy(std::string_view name,
                                                   std::string_view resource_version) override;

@@ -148,6 +148,13 @@ constexpr Migration kMigrations[] = {
         connect_time_ns INTEGER NOT NULL
       );
     )sql"},
+    {8, "registry write sequence: which hosts and adapters each save wrote",
+     R"sql(
+      ALTER TABLE hosts ADD COLUMN write_seq INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE hosts ADD COLUMN adapters_seq INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX hosts_by_write_seq ON hosts (write_seq);
+      INSERT INTO meta (key, value) VALUES ('registry_seq', 0);
+    )sql"},
 };
 
 }  // namespace

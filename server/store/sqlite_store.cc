@@ -137,6 +137,51 @@ absl::StatusOr<StoredState> SqliteStore::Load(size_t max_events) {
   return state;
 }
 
+absl::StatusOr<HostChanges> SqliteStore::LoadHostChanges(uint64_t cursor) {
+  absl::MutexLock lock(&mu_);
+  HostChanges changes;
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::DEFERRED);
+    const auto from = static_cast<int64_t>(std::min<uint64_t>(cursor, INT64_MAX));
+    changes.cursor = static_cast<uint64_t>(ReadMeta(db, "registry_seq")) + 1;
+    std::map<std::string, size_t, std::less<>> host_index;
+    SQLite::Statement hosts(db,
+                            "SELECT h.id, h.record, h.adapters_seq >= ?1, s.replica, s.epoch "
+                            "FROM hosts h LEFT JOIN agent_sessions s ON s.host_id = h.id "
+                            "WHERE h.write_seq >= ?1 ORDER BY h.id");
+    hosts.bind(1, from);
+    while (hosts.executeStep()) {
+      HostRecord record;
+      record.host = ParseRecord<v1::Host>(hosts.getColumn(1), "hosts");
+      record.adapters_changed = hosts.getColumn(2).getInt() != 0;
+      if (!hosts.getColumn(3).isNull()) {
+        record.session_replica = hosts.getColumn(3).getString();
+        record.session_epoch = static_cast<uint64_t>(hosts.getColumn(4).getInt64());
+      }
+      if (record.adapters_changed)
+        host_index[hosts.getColumn(0).getString()] = changes.hosts.size();
+      changes.hosts.push_back(std::move(record));
+    }
+    SQLite::Statement adapters(db,
+                               "SELECT a.host_id, a.record FROM adapters a JOIN hosts h ON h.id = "
+                               "a.host_id WHERE h.write_seq >= ?1 AND h.adapters_seq >= ?1 "
+                               "ORDER BY a.host_id, a.id");
+    adapters.bind(1, from);
+    while (adapters.executeStep()) {
+      auto it = host_index.find(adapters.getColumn(0).getString());
+      if (it == host_index.end()) continue;
+      changes.hosts[it->second].adapters.push_back(
+          ParseRecord<v1::Adapter>(adapters.getColumn(1), "adapters"));
+    }
+    transaction.commit();
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot load the changed hosts", path_);
+  }
+  changes.cursor = std::max(changes.cursor, cursor);
+  return changes;
+}
+
 absl::StatusOr<ConfigState> SqliteStore::LoadConfig() {
   absl::MutexLock lock(&mu_);
   ConfigState config;
@@ -239,9 +284,15 @@ absl::StatusOr<RegistrySaveResult> SqliteStore::SaveRegistry(
     SQLite::Database& db = *db_;
     SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
     std::string buffer;
-    SQLite::Statement upsert_host(db,
-                                  "INSERT INTO hosts (id, record) VALUES (?, ?) ON CONFLICT (id) "
-                                  "DO UPDATE SET record = excluded.record");
+    // Every save that writes hosts takes the next registry sequence number (LoadHostChanges).
+    const int64_t seq = hosts.empty() ? 0 : ReadMeta(db, "registry_seq") + 1;
+    if (!hosts.empty()) WriteMeta(db, "registry_seq", seq);
+    SQLite::Statement upsert_host(
+        db,
+        "INSERT INTO hosts (id, record, write_seq, adapters_seq) VALUES (?1, ?2, ?3, "
+        "CASE WHEN ?4 THEN ?3 ELSE 0 END) ON CONFLICT (id) DO UPDATE SET record = "
+        "excluded.record, write_seq = excluded.write_seq, adapters_seq = CASE WHEN ?4 THEN "
+        "excluded.write_seq ELSE adapters_seq END");
     SQLite::Statement clear_adapters(db, "DELETE FROM adapters WHERE host_id = ?");
     SQLite::Statement insert_adapter(db,
                                      "INSERT INTO adapters (host_id, id, record) VALUES (?, ?, ?)");
@@ -282,6 +333,8 @@ absl::StatusOr<RegistrySaveResult> SqliteStore::SaveRegistry(
       }
       upsert_host.bind(1, id);
       BindRecord(upsert_host, 2, record.host, &buffer);
+      upsert_host.bind(3, seq);
+      upsert_host.bind(4, record.adapters_changed ? 1 : 0);
       upsert_host.exec();
       upsert_host.reset();
       if (!record.adapters_changed) continue;

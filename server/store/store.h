@@ -137,6 +137,22 @@ struct StoredState {
   uint64_t last_event_version = 0;
 };
 
+/// Hosts written since a cursor (Store::LoadHostChanges): how a replica follows the hosts
+/// that agents report to the other replicas on the same database.
+struct HostChanges {
+  /// Every host whose record was written at or after the cursor (and perhaps some written
+  /// just before: a caller applies records idempotently), ordered by host id. Each carries
+  /// its stored agent session in session_replica/session_epoch (empty/0: none; open_session
+  /// false) and, when its adapters were replaced at or after the cursor (adapters_changed),
+  /// all its adapters ordered by adapter id; otherwise adapters is empty and the caller keeps
+  /// the adapters it has.
+  std::vector<HostRecord> hosts;
+  /// Pass this to the next call. It never goes back. PostgreSQL: the snapshot's xmin (every
+  /// transaction below it had ended when the hosts were read, so a write that commits later
+  /// has an id at or above it); SQLite: the next registry write sequence number.
+  uint64_t cursor = 0;
+};
+
 /// What decides the bundles, read in one snapshot (Store::LoadConfig).
 struct ConfigState {
   /// The store-wide revision: grows by at least one in the transaction of every configuration
@@ -265,6 +281,11 @@ class Store {
       absl::Span<const HostRecord> hosts, absl::Span<const v1::Event> events, size_t max_events,
       absl::Time events_min_time, absl::Span<const int64_t> local_audit_done,
       absl::Time audit_min_time) = 0;
+
+  /// The hosts written at or after `cursor` (0: all hosts) and the cursor for the next call,
+  /// read in one snapshot (see HostChanges). Errors: read errors; FailedPrecondition naming
+  /// the row when a record does not parse.
+  virtual absl::StatusOr<HostChanges> LoadHostChanges(uint64_t cursor) = 0;
 
   /// Queues an audit event of a local command for the server (running or started later).
   /// Write errors as ApplyPolicy.

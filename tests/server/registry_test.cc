@@ -203,6 +203,65 @@ TEST(RegistryTest, RecordsCarryTheAgentSessionOfThisServer) {
   EXPECT_EQ(plain.GetHost("h2", kT0, 1)->status().replica(), "");
 }
 
+// Hosts other replicas hold are listed as they saved them, never saved back; a host this
+// server holds (stream open here, or its stored session is this server's) keeps its own entry.
+TEST(RegistryTest, RemoteHostsAreListedButNeverSavedAndLocalOnesWin) {
+  Registry registry({}, {});
+  registry.SetReplicaId("a:7443");
+  const uint64_t stream = registry.Connect(MakeHello("h1"), "peer", kT0);
+  registry.ReplaceAdapters("h1", stream, {MakeAdapter("port-1")}, kT0);
+  registry.SessionsSaved({{{"h1", 1}}, {}});
+  ASSERT_EQ(registry.TakeDirty().size(), 1u);
+
+  const auto remote = [](const std::string& id, const std::string& replica, bool with_adapters) {
+    HostRecord r;
+    r.host.mutable_metadata()->set_name(id);
+    r.host.mutable_status()->set_connected(true);
+    r.host.mutable_status()->set_replica(replica);
+    *r.host.mutable_status()->mutable_last_seen_time() = common::TimeToProto(kT0);
+    (*r.host.mutable_metadata()->mutable_labels())["board"] = "pi4";
+    r.adapters_changed = with_adapters;
+    if (with_adapters) r.adapters = {MakeAdapter("port-9")};
+    r.session_replica = replica;
+    r.session_epoch = 3;
+    return r;
+  };
+  // h1 streams here: B's (older) record of it changes nothing; h2 is B's.
+  EXPECT_EQ(registry.ApplyRemote({remote("h1", "b:7443", true), remote("h2", "b:7443", true)}), 1u);
+  EXPECT_EQ(registry.GetHost("h1", kT0, 1)->status().replica(), "a:7443");
+  EXPECT_EQ(registry.GetAdapter("h1", "port-1").status().code(), absl::StatusCode::kOk);
+  absl::StatusOr<v1::Host> h2 = registry.GetHost("h2", kT0, 1);
+  ASSERT_TRUE(h2.ok());
+  EXPECT_EQ(h2->status().replica(), "b:7443");
+  EXPECT_TRUE(h2->status().connected());
+  EXPECT_EQ(h2->status().adapter_count(), 1u);
+  EXPECT_EQ(registry.ListAdapters(false).size(), 2u);
+  EXPECT_TRUE(registry.TakeDirty().empty()) << "a remote host is never saved by this server";
+  // A host-only record keeps the adapters the entry has.
+  EXPECT_EQ(registry.ApplyRemote({remote("h2", "b:7443", false)}), 1u);
+  EXPECT_EQ(registry.HostAdapters("h2").size(), 1u);
+  // The writes of a stream this server does not hold are ignored for a remote host.
+  EXPECT_FALSE(registry.Touch("h2", 0, kT0));
+
+  // h1's agent moves to B: once its stream here ended, B's record replaces the entry, and
+  // this server's pending disconnect is dropped (the store would refuse it anyway).
+  ASSERT_TRUE(registry.Disconnect("h1", stream, kT0 + absl::Seconds(1)));
+  EXPECT_EQ(registry.ApplyRemote({remote("h1", "a:7443", true)}), 0u)
+      << "a record under this server's own session is this server's";
+  EXPECT_EQ(registry.ApplyRemote({remote("h1", "b:7443", true)}), 1u);
+  EXPECT_EQ(registry.GetHost("h1", kT0, 1)->status().replica(), "b:7443");
+  EXPECT_TRUE(registry.TakeDirty().empty());
+
+  // The agent comes back: its entry is this server's again, with a new session.
+  registry.Connect(MakeHello("h1"), "peer", kT0 + absl::Seconds(2));
+  std::vector<HostRecord> dirty = registry.TakeDirty();
+  ASSERT_EQ(dirty.size(), 1u);
+  EXPECT_TRUE(dirty[0].open_session);
+  EXPECT_EQ(dirty[0].session_replica, "a:7443");
+  EXPECT_EQ(registry.ApplyRemote({remote("h1", "b:7443", true)}), 0u);
+  EXPECT_EQ(registry.GetHost("h1", kT0, 1)->status().replica(), "a:7443");
+}
+
 TEST(RegistryTest, DirtyHostsRoundTripThroughTheStoreFormat) {
   Registry registry({}, {});
   const uint64_t stream = registry.Connect(MakeHello("h1"), "peer", kT0);

@@ -543,6 +543,116 @@ TEST_P(StoreContractTest, AgentSessionsFenceTheWritesOfAServerTheAgentLeft) {
   EXPECT_EQ(store->Load(10)->hosts[0].host.status().replica(), "");
 }
 
+// A replica follows the hosts the others write: each call returns what was written at or
+// after its cursor, with the stored session, and adapters only when they were replaced. On
+// PostgreSQL a call may also return hosts written just before its cursor (transactions of
+// other databases on the server hold the snapshot's xmin back), so "nothing else" is checked
+// on SQLite only.
+TEST_P(StoreContractTest, HostChangesFollowTheWritesSinceTheCursor) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  const bool exact = GetParam() == Backend::kSqlite;
+  const auto save = [&](const std::string& id, const std::string& replica, bool open,
+                        uint64_t epoch, const std::vector<std::string>& adapters,
+                        bool adapters_changed) {
+    HostRecord r;
+    r.host.mutable_metadata()->set_name(id);
+    r.host.mutable_status()->set_replica(replica);
+    for (const std::string& adapter : adapters) {
+      r.adapters.emplace_back().mutable_metadata()->set_name(adapter);
+    }
+    r.adapters_changed = adapters_changed;
+    r.session_replica = replica;
+    r.open_session = open;
+    r.session_epoch = epoch;
+    absl::StatusOr<RegistrySaveResult> saved =
+        store->SaveRegistry({r}, {}, 100, absl::InfinitePast(), {}, absl::InfinitePast());
+    ASSERT_TRUE(saved.ok()) << saved.status();
+  };
+  const auto changes = [&](uint64_t cursor) {
+    absl::StatusOr<HostChanges> loaded = store->LoadHostChanges(cursor);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    if (loaded.ok()) {
+      EXPECT_GE(loaded->cursor, cursor);
+    }
+    return loaded.ok() ? *loaded : HostChanges{};
+  };
+  const auto find = [](const HostChanges& c, const std::string& id) -> const HostRecord* {
+    for (const HostRecord& r : c.hosts) {
+      if (r.host.metadata().name() == id) return &r;
+    }
+    return nullptr;
+  };
+
+  HostChanges empty = changes(0);
+  EXPECT_TRUE(empty.hosts.empty());
+  save("pi5-b", "b:7443", true, 0, {"port-1", "port-2"}, true);
+  save("pi5-a", "a:7443", true, 0, {"port-1"}, true);
+  HostChanges all = changes(empty.cursor);
+  ASSERT_EQ(all.hosts.size(), 2u);
+  EXPECT_EQ(all.hosts[0].host.metadata().name(), "pi5-a");  // ordered by host id
+  const HostRecord& b = all.hosts[1];
+  EXPECT_TRUE(b.adapters_changed);
+  ASSERT_EQ(b.adapters.size(), 2u);
+  EXPECT_EQ(b.adapters[1].metadata().name(), "port-2");
+  EXPECT_EQ(b.session_replica, "b:7443");
+  EXPECT_EQ(b.session_epoch, 1u);
+  EXPECT_FALSE(b.open_session);
+
+  // Nothing written since: nothing returned.
+  HostChanges none = changes(all.cursor);
+  if (exact) {
+    EXPECT_TRUE(none.hosts.empty());
+  }
+
+  // A host-only write returns the host without adapters; an inventory returns them all.
+  save("pi5-b", "b:7443", false, 1, {}, false);
+  HostChanges touched = changes(none.cursor);
+  ASSERT_NE(find(touched, "pi5-b"), nullptr);
+  EXPECT_FALSE(find(touched, "pi5-b")->adapters_changed);
+  EXPECT_TRUE(find(touched, "pi5-b")->adapters.empty());
+  if (exact) {
+    EXPECT_EQ(touched.hosts.size(), 1u);
+  }
+  save("pi5-a", "a:7443", false, 1, {"port-3"}, true);
+  HostChanges inventory = changes(touched.cursor);
+  ASSERT_NE(find(inventory, "pi5-a"), nullptr);
+  EXPECT_TRUE(find(inventory, "pi5-a")->adapters_changed);
+  ASSERT_EQ(find(inventory, "pi5-a")->adapters.size(), 1u);
+  EXPECT_EQ(find(inventory, "pi5-a")->adapters[0].metadata().name(), "port-3");
+  if (exact) {
+    EXPECT_EQ(inventory.hosts.size(), 1u);
+  }
+
+  // The host moves to another replica: its new session shows. A superseded write is not a
+  // change.
+  save("pi5-a", "b:7443", true, 0, {"port-3"}, true);
+  HostChanges moved = changes(inventory.cursor);
+  ASSERT_NE(find(moved, "pi5-a"), nullptr);
+  EXPECT_EQ(find(moved, "pi5-a")->session_replica, "b:7443");
+  EXPECT_EQ(find(moved, "pi5-a")->session_epoch, 2u);
+  EXPECT_EQ(find(moved, "pi5-a")->host.status().replica(), "b:7443");
+  save("pi5-a", "a:7443", false, 1, {}, false);
+  HostChanges after_late = changes(moved.cursor);
+  if (exact) {
+    EXPECT_TRUE(after_late.hosts.empty());
+  }
+  if (const HostRecord* a = find(after_late, "pi5-a"); a != nullptr) {
+    EXPECT_EQ(a->host.status().replica(), "b:7443");
+  }
+
+  // Reopened (a restarted replica), the cursor still holds.
+  store.reset();
+  store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  if (exact) {
+    EXPECT_TRUE(changes(after_late.cursor).hosts.empty());
+  }
+  HostChanges again = changes(0);
+  ASSERT_EQ(again.hosts.size(), 2u);
+  EXPECT_TRUE(again.hosts[0].adapters_changed) << "a full read carries every host's adapters";
+}
+
 TEST_P(StoreContractTest, LockedDatabaseFailsTheWriteAndKeepsTheStoreUsable) {
   std::unique_ptr<Store> store = OpenStore(location(), absl::Milliseconds(100));
   ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());

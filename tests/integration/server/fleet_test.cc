@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/proto/time.h"
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
 #include "server/store/store.h"
@@ -378,6 +379,67 @@ TEST_F(FleetTest, OnPostgresAPolicyCommittedByAnotherProcessReachesTheAgents) {
   EXPECT_EQ(RegisterHold(agent.Stop()), 32);
   EXPECT_EQ(server.Stop(), 0);
   EXPECT_THAT(server.log(), ::testing::HasSubstr("configuration changed in the database"));
+}
+
+// Hosts whose agents stream to another replica on the same database are listed here too, as
+// that replica saved them; the server's own agents keep their entries, and a host the other
+// replica lets go of shows it.
+TEST_F(FleetTest, OnPostgresHostsHeldByAnotherReplicaAreListed) {
+  if (!rxfleet::testing::PostgresAvailable()) GTEST_SKIP() << "no test PostgreSQL server";
+  rxfleet::testing::TestDatabase db;
+  ServerProcess server(db.uri());
+  ASSERT_TRUE(server.Start());
+  AgentProcess agent(dir_, "pi5-a", "rtl8922au-superspeed", "pi5");
+  ASSERT_TRUE(agent.Start(server.address()));
+  ASSERT_TRUE(WaitFor([&] { return server.Acked("pi5-a", 1); }, absl::Seconds(60)))
+      << server.log() << agent.log();
+
+  absl::StatusOr<std::unique_ptr<server::Store>> other = server::Store::Open({db.uri()});
+  ASSERT_TRUE(other.ok()) << other.status();
+  const auto save = [&](const std::string& id, bool connected, bool open, uint64_t epoch) {
+    server::HostRecord record;
+    record.host.mutable_metadata()->set_name(id);
+    record.host.mutable_status()->set_connected(connected);
+    record.host.mutable_status()->set_replica("replica-b:7443");
+    *record.host.mutable_status()->mutable_last_seen_time() = common::TimeToProto(absl::Now());
+    v1::Adapter& adapter = record.adapters.emplace_back();
+    adapter.mutable_metadata()->set_name("port-1-1");
+    adapter.set_host_id(id);
+    record.session_replica = "replica-b:7443";
+    record.open_session = open;
+    record.session_epoch = epoch;
+    return (*other)->SaveRegistry({record}, {}, 100, absl::InfinitePast(), {},
+                                  absl::InfinitePast());
+  };
+  // Replica B's agent pi4-b connects; pi5-a stays this server's.
+  ASSERT_TRUE(save("pi4-b", true, true, 0).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::optional<v1::Host> host = server.Host("pi4-b");
+        return host.has_value() && host->status().replica() == "replica-b:7443" &&
+               host->status().connected() && host->status().adapter_count() == 1;
+      },
+      absl::Seconds(30)))
+      << server.log();
+  EXPECT_THAT(server.Host("pi5-a")->status().replica(),
+              ::testing::EndsWith(absl::StrCat(":", server.port())));
+
+  // B's agent disconnects: shown here too.
+  ASSERT_TRUE(save("pi4-b", false, false, 1).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::optional<v1::Host> host = server.Host("pi4-b");
+        return host.has_value() && !host->status().connected();
+      },
+      absl::Seconds(30)))
+      << server.log();
+  // This server saves only its own hosts: B's record is as B wrote it.
+  absl::StatusOr<server::StoredState> stored = (*other)->Load(10);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->hosts.size(), 2u);
+  EXPECT_EQ(stored->hosts[0].host.status().replica(), "replica-b:7443");
+  EXPECT_EQ(RegisterHold(agent.Stop()), 32);
+  EXPECT_EQ(server.Stop(), 0);
 }
 
 TEST_F(FleetTest, AnInvalidBundleIsNackedAndTheAgentKeepsItsSettings) {
