@@ -468,6 +468,13 @@ absl::Status FleetServer::ReloadConfig(uint64_t revision, bool resync) {
                                          "): ", config.status().message(), "; retrying"));
     return config.status();
   }
+  // Experiments first: the bundles pushed for the new version carry their assignments.
+  if (absl::Status reloaded = experiments_->Reload(config->revision); !reloaded.ok()) {
+    metrics_->config_reload_failures->Increment();
+    Log(LogLevel::kWarning, absl::StrCat("cannot reload the experiments (revision ", revision,
+                                         "): ", reloaded.message(), "; retrying"));
+    return reloaded;
+  }
   metrics_->config_reloads->Increment();
   if (policies_->Replace(config->policies, config->bundle_version)) {
     Log(LogLevel::kInfo,

@@ -204,8 +204,9 @@ class FleetServer {
   /// (Store::LoadHostChanges) into the registry, so every replica lists the whole fleet; logs
   /// once per failure streak and retries with the next flush.
   void FollowRegistry();
-  /// The change feed's callback: re-reads the configuration (Store::LoadConfig) and, when its
-  /// bundle version is newer than the one in memory, replaces the policies and pushes.
+  /// The change feed's callback: re-reads the experiments (ExperimentController::Reload) and
+  /// the configuration (Store::LoadConfig) and, when its bundle version is newer than the one
+  /// in memory, replaces the policies and pushes.
   absl::Status ReloadConfig(uint64_t revision, bool resync);
 
   FleetServerOptions options_;

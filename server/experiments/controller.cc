@@ -7,8 +7,12 @@
 #include "server/experiments/controller.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/proto/convert.h"
@@ -81,6 +85,44 @@ absl::StatusOr<std::unique_ptr<ExperimentController>> ExperimentController::Crea
   return controller;
 }
 
+std::optional<ExperimentController::Entry> ExperimentController::EntryFromProto(
+    v1::Experiment proto, const std::map<std::string, WindowCounts>& counts, absl::Time now) {
+  const std::string name = proto.metadata().name();
+  absl::StatusOr<Experiment> e = experiments::ExperimentFromProto(proto, "server");
+  if (!e.ok()) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("stored experiment ", name,
+                     " fails validation and is ignored: ", e.status().message()));
+    return std::nullopt;
+  }
+  Entry entry;
+  e->seed = proto.status().seed();
+  entry.experiment = *std::move(e);
+  for (const v1::StoppedArm& s : proto.status().stopped_arms()) {
+    absl::StatusOr<experiments::StoppedArm> arm =
+        experiments::StoppedArmFromProto(entry.experiment, s);
+    if (arm.ok()) entry.stopped.push_back(*std::move(arm));
+  }
+  if (proto.status().has_start_time()) {
+    absl::StatusOr<experiments::Assigner> assigner =
+        experiments::Assigner::Create(entry.experiment, TimeFromProto(proto.status().start_time()));
+    if (assigner.ok()) {
+      entry.assigner = *std::move(assigner);
+      absl::StatusOr<uint32_t> period = entry.assigner->PeriodIndexAt(now);
+      entry.period = period.ok() ? *period : 0;
+    }
+  }
+  if (auto it = counts.find(name); it != counts.end()) {
+    entry.windows = it->second.total;
+    entry.valid_windows = it->second.valid;
+  }
+  entry.proto = std::move(proto);
+  if (entry.experiment.probe && Running(entry)) {
+    entry.probe_plan.emplace(entry.experiment.window_length, entry.experiment.probe->duration);
+  }
+  return entry;
+}
+
 absl::Status ExperimentController::Load() {
   absl::StatusOr<std::vector<v1::Experiment>> stored = deps_.store->LoadExperiments();
   if (!stored.ok()) return stored.status();
@@ -90,42 +132,76 @@ absl::Status ExperimentController::Load() {
   absl::MutexLock lock(&mu_);
   for (v1::Experiment& proto : *stored) {
     const std::string name = proto.metadata().name();
-    absl::StatusOr<Experiment> e = experiments::ExperimentFromProto(proto, "server");
-    if (!e.ok()) {
-      Log(LogLevel::kWarning,
-          absl::StrCat("stored experiment ", name,
-                       " fails validation and is ignored: ", e.status().message()));
-      continue;
-    }
-    Entry entry;
-    e->seed = proto.status().seed();
-    entry.experiment = *std::move(e);
-    for (const v1::StoppedArm& s : proto.status().stopped_arms()) {
-      absl::StatusOr<experiments::StoppedArm> arm =
-          experiments::StoppedArmFromProto(entry.experiment, s);
-      if (arm.ok()) entry.stopped.push_back(*std::move(arm));
-    }
-    if (proto.status().has_start_time()) {
-      absl::StatusOr<experiments::Assigner> assigner = experiments::Assigner::Create(
-          entry.experiment, TimeFromProto(proto.status().start_time()));
-      if (assigner.ok()) {
-        entry.assigner = *std::move(assigner);
-        absl::StatusOr<uint32_t> period = entry.assigner->PeriodIndexAt(now);
-        entry.period = period.ok() ? *period : 0;
-      }
-    }
-    if (auto it = counts->find(name); it != counts->end()) {
-      entry.windows = it->second.total;
-      entry.valid_windows = it->second.valid;
-    }
-    if (entry.experiment.probe && Running(entry)) {
-      entry.probe_plan.emplace(entry.experiment.window_length, entry.experiment.probe->duration);
-    }
-    entry.proto = std::move(proto);
-    entries_.emplace(name, std::move(entry));
+    std::optional<Entry> entry = EntryFromProto(std::move(proto), *counts, now);
+    if (entry.has_value()) entries_.emplace(name, *std::move(entry));
   }
   (void)RefreshProbePlansLocked(now);
   UpdateGauges();
+  return absl::OkStatus();
+}
+
+namespace {
+
+// An experiment's resource version as a number (0 if it is not one).
+uint64_t ResourceVersionOf(const v1::Experiment& experiment) {
+  uint64_t version = 0;
+  return absl::SimpleAtoi(experiment.metadata().resource_version(), &version) ? version : 0;
+}
+
+}  // namespace
+
+absl::Status ExperimentController::Reload(uint64_t revision) {
+  absl::StatusOr<std::vector<v1::Experiment>> stored = deps_.store->LoadExperiments();
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<std::map<std::string, WindowCounts>> counts = deps_.store->CountWindows();
+  if (!counts.ok()) return counts.status();
+  const absl::Time now = options_.clock();
+  absl::MutexLock lock(&mu_);
+  std::set<std::string, std::less<>> seen;
+  bool changed = false;
+  for (v1::Experiment& proto : *stored) {
+    const std::string name = proto.metadata().name();
+    seen.insert(name);
+    auto it = entries_.find(name);
+    // This server's own write may be newer than what was read: keep it.
+    if (it != entries_.end() && ResourceVersionOf(proto) <= ResourceVersionOf(it->second.proto)) {
+      continue;
+    }
+    std::optional<Entry> entry = EntryFromProto(std::move(proto), *counts, now);
+    if (!entry.has_value()) continue;
+    if (it == entries_.end()) {
+      Log(LogLevel::kInfo, absl::StrCat("experiment ", name, " was created by another server"));
+      entries_.emplace(name, *std::move(entry));
+    } else {
+      // Its windows did not change with its status: keep what was read of them.
+      entry->cache = std::move(it->second.cache);
+      entry->cache_cursor = it->second.cache_cursor;
+      entry->cache_recent = std::move(it->second.cache_recent);
+      entry->cache_rows = it->second.cache_rows;
+      entry->cache_valid_rows = it->second.cache_valid_rows;
+      entry->windows = std::max(entry->windows, it->second.windows);
+      entry->valid_windows = std::max(entry->valid_windows, it->second.valid_windows);
+      entry->next_guardrails = it->second.next_guardrails;
+      it->second = *std::move(entry);
+    }
+    changed = true;
+  }
+  // Deleted by another server: gone from the store, and written at or before `revision` (an
+  // experiment this server created after the read is newer).
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (!seen.contains(it->first) && ResourceVersionOf(it->second.proto) <= revision) {
+      Log(LogLevel::kInfo,
+          absl::StrCat("experiment ", it->first, " was deleted by another server"));
+      it = entries_.erase(it);
+      changed = true;
+    } else {
+      ++it;
+    }
+  }
+  if (changed) {
+    (void)RefreshProbePlansLocked(now);
+    UpdateGauges();
+  }
   return absl::OkStatus();
 }
 

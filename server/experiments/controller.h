@@ -187,6 +187,14 @@ class ExperimentController final : public ExperimentLayer {
   /// to run next. Completion, guardrails and retention run only while deps.lease gives a
   /// fence (or there is no lease), and their writes carry it; windows are written either way.
   absl::Time Tick();
+  /// Re-reads the stored experiments after the configuration changed in the database
+  /// (another server created, stopped, ended or deleted one; ChangeFeed): adds new ones,
+  /// replaces those whose stored resource version is newer than this server's copy and drops
+  /// those gone from the store that were written at or before `revision` (the store-wide
+  /// revision the change was seen at, Store::LoadConfig). Call before the new bundle version
+  /// is pushed, so the bundles carry the new assignments. Errors: the store's (nothing
+  /// changes).
+  absl::Status Reload(uint64_t revision);
   /// Writes buffered windows. Errors: the store's (the windows stay buffered).
   absl::Status FlushWindows();
 
@@ -204,16 +212,27 @@ class ExperimentController final : public ExperimentLayer {
     absl::Time next_guardrails = absl::InfinitePast();
     uint64_t windows = 0;  ///< stored + buffered
     uint64_t valid_windows = 0;
-    /// Every window of the experiment (stored and buffered), converted; loaded from the store
-    /// on first use and appended to as windows arrive. Kept while the experiment runs and for
-    /// the one ended experiment whose report was asked for last.
+    /// Every stored window of the experiment, converted: loaded from the store on first use
+    /// and then followed (Store::ForEachWindowSince) before each use, so it holds the windows
+    /// that every server on the database stored. Kept while the experiment runs and for the
+    /// one ended experiment whose report was asked for last.
     std::optional<std::vector<experiments::Window>> cache;
+    /// The cache's position in the store, and the ids of the rows it holds that the next read
+    /// may return again (write_seq at or above cache_cursor).
+    uint64_t cache_cursor = 0;
+    std::map<int64_t, uint64_t> cache_recent;  ///< row id -> WindowRow::write_seq
+    uint64_t cache_rows = 0;        ///< rows read into the cache, also those left out of it
+    uint64_t cache_valid_rows = 0;  ///< ... of which MetricWindow.valid
     /// Experiments with a probe, while RUNNING: who probes when (controller_probes.cc).
     std::optional<experiments::ProbePlan> probe_plan;
   };
 
   ExperimentController(ExperimentControllerOptions options, ExperimentControllerDeps deps);
   absl::Status Load();
+  /// The entry of a stored experiment, or nullopt (logged) if it fails validation.
+  std::optional<Entry> EntryFromProto(v1::Experiment proto,
+                                      const std::map<std::string, WindowCounts>& counts,
+                                      absl::Time now);
   static bool Running(const Entry& entry);
   v1::Experiment View(const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Running experiments, oldest first.
@@ -270,7 +289,9 @@ class ExperimentController final : public ExperimentLayer {
   void RetentionLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Evaluates guardrails; returns whether arms were stopped.
   bool Guardrails(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// The cached windows of `entry`, loading them first if needed.
+  /// The stored windows of `entry` (see Entry::cache): writes the buffered windows, then reads
+  /// what the store has gained since the last call. When the store cannot be read, the cache
+  /// as it is (an error if there is none yet).
   absl::StatusOr<const std::vector<experiments::Window>*> Windows(Entry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

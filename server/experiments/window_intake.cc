@@ -1,7 +1,9 @@
 // ExperimentController's window intake: validating MetricWindows, buffering and writing them
 // in batches, and the per-experiment window cache that reports and guardrails read.
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <tuple>
 #include <utility>
 
@@ -153,9 +155,6 @@ absl::Status ExperimentController::AcceptWindow(std::string_view host_id,
   stored.host_id = std::string(host_id);
   stored.segment = experiments::SegmentValuesFor(e, AttributesOf(*adapter));
   stored.window = window;
-  if (entry.cache.has_value() && stored.segment.size() == e.segment_keys.size()) {
-    entry.cache->push_back(experiments::WindowFromProto(window, host_id, stored.segment));
-  }
   pending_.push_back(std::move(stored));
   ++entry.windows;
   if (window.valid()) ++entry.valid_windows;
@@ -188,33 +187,56 @@ absl::Status ExperimentController::FlushWindows() {
 
 absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::Windows(
     Entry& entry) {
-  if (entry.cache.has_value()) return &*entry.cache;
-  if (!Running(entry)) {  // one ended experiment in memory at a time
-    for (auto& [name, other] : entries_) {
-      if (!Running(other)) other.cache.reset();
+  // This server's buffered windows first, so the read below holds them (a failed write keeps
+  // them buffered; they join the cache once stored).
+  (void)FlushLocked();
+  if (!entry.cache.has_value()) {
+    if (!Running(entry)) {  // one ended experiment in memory at a time
+      for (auto& [name, other] : entries_) {
+        if (!Running(other)) other.cache.reset();
+      }
     }
+    entry.cache.emplace().reserve(entry.windows);
+    entry.cache_cursor = 0;
+    entry.cache_recent.clear();
+    entry.cache_rows = 0;
+    entry.cache_valid_rows = 0;
   }
-  std::vector<experiments::Window> windows;
-  windows.reserve(entry.windows);
   const std::string& name = entry.proto.metadata().name();
-  absl::Status read = deps_.store->ForEachWindow(
-      name, [&](const std::string& host_id, std::vector<std::string> segment,
-                const v1::MetricWindow& window) {
-        windows.push_back(experiments::WindowFromProto(window, host_id, std::move(segment)));
+  const size_t segment_keys = entry.experiment.segment_keys.size();
+  absl::StatusOr<uint64_t> next = deps_.store->ForEachWindowSince(
+      name, entry.cache_cursor,
+      [&](const WindowRow& row, const std::string& host_id, std::vector<std::string> segment,
+          const v1::MetricWindow& window) {
+        if (!entry.cache_recent.emplace(row.id, row.write_seq).second) return;  // a repeat
+        ++entry.cache_rows;
+        if (window.valid()) ++entry.cache_valid_rows;
+        experiments::Window w = experiments::WindowFromProto(window, host_id, std::move(segment));
+        // A window whose segment does not fit the experiment (impossible unless the database
+        // was edited) would fail the whole aggregation: leave it out.
+        if (w.segment.size() != segment_keys || w.duration <= absl::ZeroDuration()) return;
+        entry.cache->push_back(std::move(w));
       });
-  if (!read.ok()) return read;
-  for (const StoredWindow& w : pending_) {
-    if (w.experiment == name) {
-      windows.push_back(experiments::WindowFromProto(w.window, w.host_id, w.segment));
+  if (!next.ok()) {
+    if (entry.cache_rows == 0 && entry.cache->empty()) {
+      entry.cache.reset();
+      return next.status();
     }
+    return &*entry.cache;  // what was read before the store went away
   }
-  // A window whose segment does not fit the experiment (impossible unless the database was
-  // edited) would fail the whole aggregation: leave it out.
-  std::erase_if(windows, [&](const experiments::Window& w) {
-    return w.segment.size() != entry.experiment.segment_keys.size() ||
-           w.duration <= absl::ZeroDuration();
-  });
-  entry.cache = std::move(windows);
+  entry.cache_cursor = *next;
+  std::erase_if(entry.cache_recent,
+                [&](const auto& row) { return row.second < entry.cache_cursor; });
+  // Windows other servers stored count towards the experiment's cap too.
+  uint64_t pending = 0;
+  uint64_t pending_valid = 0;
+  for (const StoredWindow& w : pending_) {
+    if (w.experiment != name) continue;
+    ++pending;
+    if (w.window.valid()) ++pending_valid;
+  }
+  entry.windows = std::max(entry.windows, entry.cache_rows + pending);
+  entry.valid_windows = std::max(entry.valid_windows, entry.cache_valid_rows + pending_valid);
   return &*entry.cache;
 }
 

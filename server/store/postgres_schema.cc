@@ -1,8 +1,9 @@
 // Schema of the PostgreSQL store, as numbered migrations recorded in `schema_migrations` (the
 // same scheme as the SQLite file's, server/store/schema.cc, with its own numbers): 1 is the
 // SQLite schema 5 in PostgreSQL types, 2 adds the leases (SQLite 6), 3 the agent sessions
-// (SQLite 7), 4 the registry's write ids (SQLite 8: a write sequence). Text columns use the "C"
-// collation so names order by byte, as in SQLite.
+// (SQLite 7), 4 the write ids of hosts and metric windows (SQLite 8 has a registry write
+// sequence instead; its window row ids commit in order). Text columns use the "C" collation
+// so names order by byte, as in SQLite.
 
 #include <iterator>
 
@@ -99,11 +100,14 @@ constexpr Migration kMigrations[] = {
         connect_time_ns BIGINT NOT NULL
       );
     )sql"},
-    {4, "registry write ids: which transaction last wrote each host and its adapters",
+    {4, "write ids: which transaction last wrote each host, its adapters, each metric window",
      R"sql(
       ALTER TABLE hosts ADD COLUMN write_xid xid8 NOT NULL DEFAULT '0';
       ALTER TABLE hosts ADD COLUMN adapters_xid xid8 NOT NULL DEFAULT '0';
       CREATE INDEX hosts_by_write_xid ON hosts (write_xid);
+      ALTER TABLE metric_windows ADD COLUMN write_xid xid8 NOT NULL DEFAULT '0';
+      ALTER TABLE metric_windows ALTER COLUMN write_xid SET DEFAULT pg_current_xact_id();
+      CREATE INDEX metric_windows_by_write_xid ON metric_windows (experiment, write_xid);
     )sql"},
 };
 

@@ -22,6 +22,7 @@ namespace {
 using common::ToAbslView;
 using postgres::LockRevision;
 using postgres::SetRevision;
+using postgres::SnapshotXmin;
 
 // The server lock of an exclusive store (see StoreOptions.exclusive).
 constexpr int64_t kServerLock = 0x72787365727665;  // "rxserve"
@@ -181,11 +182,7 @@ absl::StatusOr<HostChanges> PostgresStore::LoadHostChanges(uint64_t cursor) {
     // The transaction's snapshot: every transaction with an id below its xmin has ended, so
     // it is visible here or never commits; a write still running has an id at or above xmin
     // and is read by the next call.
-    const std::string xmin =
-        conn.Exec("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").Text(0, 0);
-    if (!absl::SimpleAtoi(xmin, &changes.cursor)) {
-      throw pq::Error("XX000", absl::StrCat("snapshot xmin '", xmin, "' is not a number"));
-    }
+    changes.cursor = SnapshotXmin(conn);
     const std::string from = absl::StrCat(cursor);
     const pq::Result hosts = conn.Exec(
         "SELECT h.id, h.record, (h.adapters_xid >= $1::text::xid8)::int4::int8, s.replica, s.epoch "

@@ -18,6 +18,7 @@ namespace {
 using common::ToAbslView;
 using postgres::LockRevision;
 using postgres::SetRevision;
+using postgres::SnapshotXmin;
 
 std::optional<v1::Experiment> FindExperiment(pq::Connection& conn, std::string_view name) {
   pq::Result row =
@@ -176,6 +177,37 @@ absl::Status PostgresStore::ForEachWindow(
         name_);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> PostgresStore::ForEachWindowSince(
+    std::string_view experiment, uint64_t cursor,
+    const std::function<void(const WindowRow& row, const std::string& host_id,
+                             std::vector<std::string> segment, const v1::MetricWindow& window)>&
+        fn) {
+  absl::MutexLock lock(&mu_);
+  uint64_t next = cursor;
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn, "ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    const uint64_t xmin = SnapshotXmin(conn);
+    const pq::Result rows = conn.Exec(
+        "SELECT id, write_xid::text::int8, host_id, segment_count::int8, segment, record FROM "
+        "metric_windows WHERE experiment = $1 AND write_xid >= $2::text::xid8 ORDER BY id",
+        pq::Params().Text(experiment).Text(absl::StrCat(cursor)));
+    transaction.Commit();
+    v1::MetricWindow window;
+    for (int i = 0; i < rows.rows(); ++i) {
+      window = rows.Record<v1::MetricWindow>(i, 5, "metric_windows");
+      fn(WindowRow{rows.Int(i, 0), static_cast<uint64_t>(rows.Int(i, 1))}, rows.Text(i, 2),
+         store_records::SplitSegment(rows.Bytes(i, 4), rows.Int(i, 3)), window);
+    }
+    next = std::max(next, xmin);
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(
+        e, absl::StrCat("cannot read the metric windows of experiment ", ToAbslView(experiment)),
+        name_);
+  }
+  return next;
 }
 
 absl::StatusOr<std::map<std::string, WindowCounts>> PostgresStore::CountWindows() {

@@ -1,11 +1,27 @@
 #include "server/store/postgres_util.h"
 
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
 namespace rxfleet::server::postgres {
 
 int64_t LockRevision(pq::Connection& conn) {
   pq::Result row = conn.Exec("SELECT value FROM meta WHERE key = 'revision' FOR UPDATE");
   if (row.rows() != 1) throw pq::Error("XX001", "meta key 'revision' is missing");
   return row.Int(0, 0);
+}
+
+uint64_t SnapshotXmin(pq::Connection& conn) {
+  // xid8 has no binary cast to int8; its text is the 64-bit number (epoch and xid).
+  const std::string text =
+      conn.Exec("SELECT pg_snapshot_xmin(pg_current_snapshot())::text").Text(0, 0);
+  uint64_t xmin = 0;
+  if (!absl::SimpleAtoi(text, &xmin)) {
+    throw pq::Error("XX000", absl::StrCat("snapshot xmin '", text, "' is not a number"));
+  }
+  return xmin;
 }
 
 void SetRevision(pq::Connection& conn, int64_t revision) {

@@ -25,6 +25,13 @@ void SetRevision(pq::Connection& conn, int64_t revision);
 /// of store_records::LeaseLost. Inside a transaction (postgres_store_leases.cc).
 absl::Status CheckFence(pq::Connection& conn, const LeaseFence* fence);
 
+/// The xmin of the transaction's snapshot (pg_snapshot_xmin): every transaction whose id is
+/// below it had ended when the snapshot was taken, so rows that such a transaction wrote are
+/// visible in it or never will be, and a row still being written carries an id at or above
+/// it. The cursor of the registry and window followers (Store::LoadHostChanges). Inside a
+/// REPEATABLE READ transaction, before its first query.
+uint64_t SnapshotXmin(pq::Connection& conn);
+
 /// The NOTIFY channel of revision changes (server/store/change_feed.h listens on it).
 inline constexpr char kRevisionChannel[] = "rxfleet_revision";
 

@@ -55,6 +55,11 @@ class SqliteStore final : public Store {
   absl::Status DeleteExperiment(std::string_view name) override;
   absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments() override;
   absl::Status AddWindows(absl::Span<const StoredWindow> windows) override;
+  absl::StatusOr<uint64_t> ForEachWindowSince(
+      std::string_view experiment, uint64_t cursor,
+      const std::function<void(const WindowRow& row, const std::string& host_id,
+                               std::vector<std::string> segment, const v1::MetricWindow& window)>&
+          fn) override;
   absl::Status ForEachWindow(
       std::string_view experiment,
       const std::function<void(const std::string& host_id, std::vector<std::string> segment,

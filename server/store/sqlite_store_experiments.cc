@@ -182,6 +182,41 @@ absl::Status SqliteStore::ForEachWindow(
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> SqliteStore::ForEachWindowSince(
+    std::string_view experiment, uint64_t cursor,
+    const std::function<void(const WindowRow& row, const std::string& host_id,
+                             std::vector<std::string> segment, const v1::MetricWindow& window)>&
+        fn) {
+  absl::MutexLock lock(&mu_);
+  uint64_t next = cursor;
+  try {
+    // One server writes the file, one transaction at a time: row ids commit in order, so the
+    // next row id is an exact cursor.
+    SQLite::Statement query(*db_,
+                            "SELECT id, host_id, segment_count, segment, record FROM "
+                            "metric_windows WHERE experiment = ? AND id >= ? ORDER BY id");
+    query.bind(1, std::string(experiment));
+    query.bind(2, static_cast<int64_t>(std::min<uint64_t>(cursor, INT64_MAX)));
+    v1::MetricWindow window;
+    while (query.executeStep()) {
+      const SQLite::Column record = query.getColumn(4);
+      if (!window.ParseFromArray(record.getBlob(), record.getBytes())) {
+        throw SQLite::Exception("a record in table metric_windows does not parse", SQLITE_CORRUPT);
+      }
+      const int64_t id = query.getColumn(0).getInt64();
+      fn(WindowRow{id, static_cast<uint64_t>(id)}, query.getColumn(1).getString(),
+         store_records::SplitSegment(query.getColumn(3).getString(), query.getColumn(2).getInt64()),
+         window);
+      next = std::max(next, static_cast<uint64_t>(id) + 1);
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(
+        e, absl::StrCat("cannot read the metric windows of experiment ", ToAbslView(experiment)),
+        path_);
+  }
+  return next;
+}
+
 absl::StatusOr<std::map<std::string, WindowCounts>> SqliteStore::CountWindows() {
   absl::MutexLock lock(&mu_);
   std::map<std::string, WindowCounts> out;

@@ -214,6 +214,14 @@ struct LocalAuditEvent {
   absl::Time time;  ///< when the command ran
 };
 
+/// Where a stored window is (Store::ForEachWindowSince).
+struct WindowRow {
+  int64_t id = 0;  ///< row id: unique in the database, grows with each write
+  /// Position of the write that stored the row: PostgreSQL, the id of its transaction (xid8);
+  /// SQLite, the row id.
+  uint64_t write_seq = 0;
+};
+
 /// Windows stored for one experiment.
 struct WindowCounts {
   uint64_t total = 0;
@@ -326,6 +334,17 @@ class Store {
       std::string_view experiment,
       const std::function<void(const std::string& host_id, std::vector<std::string> segment,
                                const v1::MetricWindow& window)>& fn) = 0;
+  /// Calls `fn` for every stored window of `experiment` written at or after `cursor` (0: all),
+  /// in row id order, and returns the cursor for the next call (never below `cursor`): how a
+  /// server follows the windows that every replica stores. PostgreSQL may also return windows
+  /// written just before the cursor (see HostChanges::cursor): a caller that keeps the ids of
+  /// the rows whose WindowRow::write_seq is at or above the returned cursor drops every
+  /// repeat. Errors as ForEachWindow; then the cursor does not move.
+  virtual absl::StatusOr<uint64_t> ForEachWindowSince(
+      std::string_view experiment, uint64_t cursor,
+      const std::function<void(const WindowRow& row, const std::string& host_id,
+                               std::vector<std::string> segment, const v1::MetricWindow& window)>&
+          fn) = 0;
   /// Stored windows per experiment (experiments without windows are absent).
   virtual absl::StatusOr<std::map<std::string, WindowCounts>> CountWindows() = 0;
   /// Deletes the windows of experiments whose status.end_time is before `ended_before`;

@@ -47,6 +47,7 @@ HostRecord MakeHost(const std::string& id, const std::string& board, int adapter
   HostRecord record;
   record.host.mutable_metadata()->set_name(id);
   (*record.host.mutable_metadata()->mutable_labels())["board"] = board;
+  record.host.mutable_status()->add_capabilities(kProbesCapability);
   for (int i = 1; i <= adapters; ++i) {
     record.adapters.push_back(MakeAdapter(id, board, absl::StrCat("port-", i), speed));
   }
@@ -474,6 +475,115 @@ TEST_F(ExperimentControllerTest, ARestartKeepsTheExperimentItsWindowsAndAssignme
   report_before->clear_generate_time();
   report_after->clear_generate_time();
   EXPECT_EQ(report_after->SerializeAsString(), report_before->SerializeAsString());
+}
+
+// Two servers on one database: the second follows the experiments the first creates, stops
+// and deletes (Reload on a configuration change), assigns the same arms, and both report on
+// the windows that either stored.
+TEST_F(ExperimentControllerTest, ServersOnOneDatabaseShareExperimentsAndWindows) {
+  absl::StatusOr<std::unique_ptr<Store>> other_store = Store::Open({dir_.File("server.db")});
+  ASSERT_TRUE(other_store.ok()) << other_store.status();
+  ServerMetrics other_metrics(std::make_shared<prometheus::Registry>());
+  ExperimentControllerOptions options;
+  options.clock = [this] { return now_; };
+  absl::StatusOr<std::unique_ptr<ExperimentController>> created = ExperimentController::Create(
+      options, ExperimentControllerDeps{other_store->get(), registry_.get(), events_.get(),
+                                        &other_metrics, [] { return absl::OkStatus(); }, nullptr});
+  ASSERT_TRUE(created.ok()) << created.status();
+  ExperimentController& other = **created;
+  const auto reload_other = [&] {
+    absl::StatusOr<ConfigState> config = (*other_store)->LoadConfig();
+    ASSERT_TRUE(config.ok()) << config.status();
+    ASSERT_TRUE(other.Reload(config->revision).ok());
+  };
+  v1::GetExperimentRequest get;
+  get.set_name(kName);
+  EXPECT_EQ(other.GetExperiment(get).status().code(), absl::StatusCode::kNotFound);
+
+  Create();
+  reload_other();
+  ASSERT_TRUE(other.GetExperiment(get).ok());
+  EXPECT_EQ(other.GetExperiment(get)->status().phase(), v1::EXPERIMENT_PHASE_RUNNING);
+  for (const char* host : {"x86-1", "pi1-1"}) {
+    EXPECT_EQ(other.AssignmentBytes(host), controller_->AssignmentBytes(host)) << host;
+  }
+
+  // Period 0: x86-1 streams to this server, pi1-1 to the other.
+  now_ = kStart + absl::Minutes(10);
+  for (const auto& [host, server] :
+       {std::pair<std::string, ExperimentController*>{"x86-1", controller_.get()},
+        {"pi1-1", &other}}) {
+    now_ = kStart + absl::Seconds(1);
+    const std::vector<v1::ExperimentAssignment> assigned = server->Assignments(host);
+    now_ = kStart + absl::Minutes(10);
+    for (const v1::ExperimentAssignment& a : assigned) {
+      v1::MetricWindow w;
+      w.set_adapter_id(a.adapter_id());
+      w.set_experiment(a.experiment());
+      w.set_arm(a.arm());
+      *w.mutable_window_start_time() = common::TimeToProto(kStart + absl::Minutes(2));
+      w.mutable_window_duration()->set_seconds(60);
+      w.set_valid(true);
+      w.set_rx_bytes(100000000);
+      w.set_rx_packets(1000);
+      ASSERT_TRUE(server->AcceptWindow(host, w).ok()) << host;
+    }
+  }
+  // The other server writes its buffered windows with its next tick.
+  ASSERT_TRUE(other.FlushWindows().ok());
+  v1::GetExperimentReportRequest request;
+  request.set_name(kName);
+  absl::StatusOr<v1::ExperimentReport> here = controller_->GetExperimentReport(request);
+  absl::StatusOr<v1::ExperimentReport> there = other.GetExperimentReport(request);
+  ASSERT_TRUE(here.ok()) << here.status();
+  ASSERT_TRUE(there.ok()) << there.status();
+  EXPECT_EQ(here->segments_size(), 2) << "both hosts' windows, whichever server stored them";
+  here->clear_generate_time();
+  there->clear_generate_time();
+  EXPECT_EQ(here->SerializeAsString(), there->SerializeAsString());
+  // Read again: nothing is counted twice.
+  absl::StatusOr<v1::ExperimentReport> again = controller_->GetExperimentReport(request);
+  ASSERT_TRUE(again.ok()) << again.status();
+  again->clear_generate_time();
+  EXPECT_EQ(again->SerializeAsString(), here->SerializeAsString());
+
+  // Stopped here: the other server ends its assignments; deleted here: gone there too.
+  v1::StopExperimentRequest stop;
+  stop.set_name(kName);
+  ASSERT_TRUE(controller_->StopExperiment(stop).ok());
+  reload_other();
+  EXPECT_EQ(other.GetExperiment(get)->status().phase(), v1::EXPERIMENT_PHASE_STOPPED);
+  EXPECT_THAT(other.Assignments("x86-1"), IsEmpty());
+  v1::DeleteExperimentRequest remove;
+  remove.set_name(kName);
+  ASSERT_TRUE(controller_->DeleteExperiment(remove).ok());
+  reload_other();
+  EXPECT_EQ(other.GetExperiment(get).status().code(), absl::StatusCode::kNotFound);
+}
+
+// A restarted server keeps probing: the probe plan of a running experiment is rebuilt when
+// the experiments are loaded (it used to be lost, and the assignments carried no probe).
+TEST_F(ExperimentControllerTest, ARestartKeepsTheProbePlan) {
+  v1::Experiment e = HoldExperiment();
+  v1::ProbeSpec* probe = e.mutable_spec()->mutable_probe();
+  probe->set_server("127.0.0.1:5201");
+  probe->set_protocol(v1::PROBE_PROTOCOL_TCP);
+  probe->set_direction(v1::PROBE_DIRECTION_REVERSE);
+  probe->mutable_duration()->set_seconds(5);
+  e.mutable_spec()->add_secondary_metrics("probe_rx_throughput_bps");
+  Create(e);
+  const auto probing = [&] {
+    int n = 0;
+    for (const char* host : {"x86-1", "pi1-1"}) {
+      for (const v1::ExperimentAssignment& a : controller_->Assignments(host)) {
+        n += a.has_probe() ? 1 : 0;
+      }
+    }
+    return n;
+  };
+  ASSERT_EQ(probing(), 7);
+  Reopen();
+  EXPECT_EQ(probing(), 7);
 }
 
 TEST_F(ExperimentControllerTest, RetentionDeletesWindowsOfLongEndedExperiments) {

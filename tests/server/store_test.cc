@@ -388,6 +388,48 @@ TEST_P(StoreContractTest, ExperimentsAndWindowsSurviveReopen) {
   EXPECT_EQ((*store->CountWindows())["other"].total, 1u);
 }
 
+// A server follows an experiment's windows that every server stores: each read returns the
+// windows written since its cursor, in row order; a caller that keeps the ids at or above the
+// cursor sees each window exactly once (PostgreSQL may repeat some).
+TEST_P(StoreContractTest, WindowsAreFollowedFromACursor) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  std::map<int64_t, uint64_t> recent;
+  std::vector<std::string> hosts;
+  uint64_t cursor = 0;
+  const auto follow = [&] {
+    absl::StatusOr<uint64_t> next = store->ForEachWindowSince(
+        "hold-ab", cursor,
+        [&](const WindowRow& row, const std::string& host, std::vector<std::string> segment,
+            const v1::MetricWindow& window) {
+          EXPECT_EQ(window.experiment(), "hold-ab");
+          EXPECT_EQ(segment.size(), 1u);
+          if (recent.emplace(row.id, row.write_seq).second) hosts.push_back(host);
+        });
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_GE(*next, cursor);
+    cursor = *next;
+    std::erase_if(recent, [&](const auto& r) { return r.second < cursor; });
+  };
+  follow();
+  EXPECT_TRUE(hosts.empty());
+  ASSERT_TRUE(store
+                  ->AddWindows({MakeWindow("hold-ab", "h1", {"super"}, true),
+                                MakeWindow("other", "h9", {"x"}, true),
+                                MakeWindow("hold-ab", "h2", {"high"}, false)})
+                  .ok());
+  follow();
+  EXPECT_THAT(hosts, ::testing::ElementsAre("h1", "h2"));
+  follow();
+  EXPECT_THAT(hosts, ::testing::ElementsAre("h1", "h2")) << "nothing new, nothing twice";
+  // Another server's connection stores more.
+  std::unique_ptr<Store> other = OpenStore(location());
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(other->AddWindows({MakeWindow("hold-ab", "h3", {"high"}, true)}).ok());
+  follow();
+  EXPECT_THAT(hosts, ::testing::ElementsAre("h1", "h2", "h3"));
+}
+
 // The revision is what replicas watch: every configuration change moves it, in the same
 // transaction; registry, events and windows never do, and neither does a write that changed
 // nothing. LoadConfig reads it with the policies and the bundle version in one snapshot.
