@@ -41,8 +41,9 @@ absl::Status CheckImportTarget(std::string_view database, const std::vector<int6
     if (row_counts[i] > 0) held.push_back(absl::StrCat(row_counts[i], " in ", kImportedTables[i]));
   }
   if (revision > 0) held.push_back(absl::StrCat("revision ", revision));
-  if (last_event_version > 0)
+  if (last_event_version > 0) {
     held.push_back(absl::StrCat("last event version ", last_event_version));
+  }
   if (held.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("database ", common::ToAbslView(database),
                                                     " is not empty (", absl::StrJoin(held, ", "),
