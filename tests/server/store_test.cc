@@ -853,5 +853,35 @@ TEST_P(StoreContractTest, ImportIntoADatabaseWithATokenIsRefused) {
   EXPECT_EQ(target->ImportSnapshot(snapshot).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// An import that fails part-way (here a duplicate host id, after the policies went in) rolls
+// back completely and leaves the store usable for a correct import.
+TEST_P(StoreContractTest, AFailedImportWritesNothing) {
+  std::unique_ptr<Store> target = OpenStore(location());
+  ASSERT_NE(target, nullptr);
+  StoreSnapshot snapshot;
+  snapshot.state.bundle_version = 5;
+  snapshot.state.revision = 3;
+  snapshot.state.policies.push_back(MakePolicy("a", 32, "3"));
+  HostRecord host;
+  host.host.mutable_metadata()->set_name("pi5-a");
+  snapshot.state.hosts = {host, host};
+  absl::Status failed = target->ImportSnapshot(snapshot);
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(failed.message(), HasSubstr("cannot import into the database"));
+  absl::StatusOr<StoredState> state = target->Load(10);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->policies.empty());
+  EXPECT_EQ(state->revision, 0u);
+  EXPECT_EQ(state->bundle_version, 1u);
+
+  snapshot.state.hosts.pop_back();
+  ASSERT_TRUE(target->ImportSnapshot(snapshot).ok());
+  state = target->Load(10);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->policies.size(), 1u);
+  EXPECT_EQ(state->hosts.size(), 1u);
+  EXPECT_EQ(state->bundle_version, 5u);
+}
+
 }  // namespace
 }  // namespace rxfleet::server
