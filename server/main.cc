@@ -149,6 +149,7 @@ int RunTokens(CLI::App& tokens, const std::string& db_path, const std::string& n
 
 // `rxfleet-server migrate-store --from sqlite:PATH --to postgresql://...`: copies a stopped
 // single server's SQLite database into an empty PostgreSQL database.
+// The URI is never echoed: it may hold a password.
 int RunMigrateStore(const std::string& from, const std::string& to) {
   absl::StatusOr<std::string> path = rxfleet::server::SqlitePathOfSource(from);
   if (!path.ok()) {
@@ -167,7 +168,7 @@ int RunMigrateStore(const std::string& from, const std::string& to) {
             << summary->windows << " metric windows, " << summary->local_audit
             << " pending local audit events, " << summary->tokens << " tokens; revision "
             << summary->revision << ", bundle version " << summary->bundle_version << "\n"
-            << "start the servers with --db " << to << "\n";
+            << "start the server(s) with --db and the URI given to --to\n";
   return kExitOk;
 }
 

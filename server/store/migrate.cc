@@ -59,11 +59,11 @@ absl::StatusOr<StoreSnapshot> ReadStoreSnapshot(Store& store, TokenStore& tokens
 }
 
 absl::StatusOr<std::string> SqlitePathOfSource(std::string_view from) {
+  // A URI is not echoed: it may hold a password.
   if (IsPostgresUri(from)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--from ", ToAbslView(from),
-                     ": the source must be an SQLite database (sqlite:PATH); migrate-store copies "
-                     "into PostgreSQL, not out of it"));
+        "--from: the source must be an SQLite database (sqlite:PATH); migrate-store copies into "
+        "PostgreSQL, not out of it");
   }
   std::string_view path = from;
   if (absl::StartsWith(ToAbslView(path), "sqlite:")) {
@@ -80,8 +80,9 @@ absl::StatusOr<std::string> SqlitePathOfSource(std::string_view from) {
 
 absl::StatusOr<MigrateSummary> MigrateStore(const std::string& from_path, const std::string& to) {
   if (!IsPostgresUri(to)) {
+    // Not echoed: a mistyped URI may hold a password.
     return absl::InvalidArgumentError(
-        absl::StrCat("--to must be a PostgreSQL connection URI (postgresql://...), not ", to));
+        "--to must be a PostgreSQL connection URI (postgresql://... or postgres://...)");
   }
   std::error_code exists_error;
   if (!std::filesystem::exists(from_path, exists_error)) {
