@@ -1,11 +1,9 @@
 #include "server/fleet_server.h"
 
-#include <fcntl.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -187,21 +185,9 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   // store's server lock (StoreOptions.exclusive). `rxfleet-server tokens` takes neither.
   const bool postgres = IsPostgresUri(options.db_path);
   if (!postgres) {
-    const std::string lock_path = options.db_path + ".lock";
-    s.db_lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (s.db_lock_fd_ < 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot open the database lock ", lock_path, ": ", std::strerror(errno)));
-    }
-    if (::flock(s.db_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int error = errno;
-      return error == EWOULDBLOCK
-                 ? absl::FailedPreconditionError(absl::StrCat(
-                       "database ", options.db_path,
-                       " is in use by another rxfleet-server (it holds ", lock_path, ")"))
-                 : absl::FailedPreconditionError(
-                       absl::StrCat("cannot lock ", lock_path, ": ", std::strerror(error)));
-    }
+    absl::StatusOr<DatabaseFileLock> db_lock = DatabaseFileLock::Acquire(options.db_path);
+    if (!db_lock.ok()) return db_lock.status();
+    s.db_lock_ = *std::move(db_lock);
   }
 
   StoreOptions store_options;
@@ -418,10 +404,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   return server;
 }
 
-FleetServer::~FleetServer() {
-  Shutdown(absl::Seconds(5));
-  if (db_lock_fd_ >= 0) ::close(db_lock_fd_);
-}
+FleetServer::~FleetServer() { Shutdown(absl::Seconds(5)); }
 
 int FleetServer::http_port() const { return http_ != nullptr ? http_->port() : 0; }
 

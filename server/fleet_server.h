@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "common/link_limits.h"
 #include "server/api/admission.h"
+#include "server/store/database_lock.h"
 
 namespace rxfleet::server {
 
@@ -211,9 +212,9 @@ class FleetServer {
 
   FleetServerOptions options_;
   int grpc_port_ = 0;
-  /// flock(2)ed `<db_path>.lock` for the server's lifetime, so a second server cannot share
-  /// the database (-1 when not held).
-  int db_lock_fd_ = -1;
+  /// `<db_path>.lock` for the server's lifetime, so a second server cannot share the database
+  /// (SQLite only; released after the store is closed).
+  std::optional<DatabaseFileLock> db_lock_;
 
   // Construction order = dependency order; destroyed in reverse.
   std::unique_ptr<Store> store_;

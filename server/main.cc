@@ -23,6 +23,7 @@
 #include "server/fleet_server.h"
 #include "server/http/http_server.h"
 #include "server/registry/audit_event.h"
+#include "server/store/migrate.h"
 #include "server/store/store.h"
 #include "server/store/token_store.h"
 
@@ -143,6 +144,31 @@ int RunTokens(CLI::App& tokens, const std::string& db_path, const std::string& n
               << absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", record.create_time, absl::UTCTimeZone())
               << "\t" << record.created_by << "\n";
   }
+  return kExitOk;
+}
+
+// `rxfleet-server migrate-store --from sqlite:PATH --to postgresql://...`: copies a stopped
+// single server's SQLite database into an empty PostgreSQL database.
+// The URI is never echoed: it may hold a password.
+int RunMigrateStore(const std::string& from, const std::string& to) {
+  absl::StatusOr<std::string> path = rxfleet::server::SqlitePathOfSource(from);
+  if (!path.ok()) {
+    std::cerr << "rxfleet-server migrate-store: " << path.status().message() << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<rxfleet::server::MigrateSummary> summary =
+      rxfleet::server::MigrateStore(*path, to);
+  if (!summary.ok()) {
+    std::cerr << "rxfleet-server migrate-store: " << summary.status().message() << "\n";
+    return absl::IsInvalidArgument(summary.status()) ? kExitUsage : kExitRuntime;
+  }
+  std::cout << "copied " << summary->from << " into " << summary->to << ": " << summary->policies
+            << " policies, " << summary->hosts << " hosts, " << summary->adapters << " adapters, "
+            << summary->events << " events, " << summary->experiments << " experiments, "
+            << summary->windows << " metric windows, " << summary->local_audit
+            << " pending local audit events, " << summary->tokens << " tokens; revision "
+            << summary->revision << ", bundle version " << summary->bundle_version << "\n"
+            << "start the server(s) with --db and the URI given to --to\n";
   return kExitOk;
 }
 
@@ -339,6 +365,22 @@ int main(int argc, char** argv) {
         ->type_name("PATH|URI");
   }
 
+  std::string migrate_from;
+  std::string migrate_to;
+  CLI::App* migrate = app.add_subcommand(
+      "migrate-store",
+      "Copy a stopped server's SQLite database into an empty PostgreSQL database (then start "
+      "the servers with --db postgresql://...)");
+  migrate->add_option("--from", migrate_from, "The SQLite database: sqlite:PATH")
+      ->required()
+      ->type_name("sqlite:PATH");
+  migrate
+      ->add_option("--to", migrate_to,
+                   "The empty PostgreSQL database: postgresql://user@host:port/dbname "
+                   "(unset parts from the PG* environment variables)")
+      ->required()
+      ->type_name("URI");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -346,6 +388,7 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
   if (tokens->parsed()) return RunTokens(*tokens, options.db_path, token_name, token_role);
+  if (migrate->parsed()) return RunMigrateStore(migrate_from, migrate_to);
 
   const bool any_tls = !tls_cert.empty() || !tls_key.empty() || !tls_client_ca.empty();
   if (insecure && any_tls) {

@@ -86,6 +86,7 @@ class PostgresStore final : public Store {
   absl::StatusOr<std::map<std::string, WindowCounts>> CountWindows() override;
   absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before,
                                                                  const LeaseFence* fence) override;
+  absl::Status ImportSnapshot(const StoreSnapshot& snapshot) override;
   absl::StatusOr<Lease> AcquireLease(std::string_view name, std::string_view holder,
                                      absl::Duration ttl) override;
   absl::Status ReleaseLease(const LeaseFence& fence) override;

@@ -60,6 +60,21 @@ class PostgresTokenStore final : public TokenStore {
     return records;
   }
 
+  absl::StatusOr<std::vector<StoredToken>> ListWithHashes() override {
+    absl::MutexLock lock(&mu_);
+    std::vector<StoredToken> tokens;
+    try {
+      const pq::Result rows = Connected().Exec(
+          "SELECT name, role, create_time_us, created_by, hash FROM tokens ORDER BY name");
+      for (int i = 0; i < rows.rows(); ++i) {
+        tokens.push_back({ReadRecord(rows, i), std::string(rows.Bytes(i, 4))});
+      }
+    } catch (const pq::Error& e) {
+      return pq::StatusFromPq(e, "cannot list tokens", name_);
+    }
+    return tokens;
+  }
+
   absl::StatusOr<TokenRecord> Revoke(std::string_view name) override {
     absl::MutexLock lock(&mu_);
     try {

@@ -1,7 +1,11 @@
 #include "server/store/records.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/base/const_init.h"
 #include "absl/random/random.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -29,6 +33,61 @@ bool SameLabelsAndAnnotations(const v1::ObjectMeta& a, const v1::ObjectMeta& b) 
 }
 
 }  // namespace
+
+absl::Status CheckImportTarget(std::string_view database, const std::vector<int64_t>& row_counts,
+                               int64_t revision, int64_t last_event_version) {
+  std::vector<std::string> held;
+  for (size_t i = 0; i < row_counts.size() && i < std::size(kImportedTables); ++i) {
+    if (row_counts[i] > 0) held.push_back(absl::StrCat(row_counts[i], " in ", kImportedTables[i]));
+  }
+  if (revision > 0) held.push_back(absl::StrCat("revision ", revision));
+  if (last_event_version > 0) {
+    held.push_back(absl::StrCat("last event version ", last_event_version));
+  }
+  if (held.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("database ", common::ToAbslView(database),
+                                                    " is not empty (", absl::StrJoin(held, ", "),
+                                                    "); import only into a new, empty database"));
+}
+
+absl::StatusOr<SnapshotVersions> CheckSnapshot(const StoreSnapshot& snapshot) {
+  if (snapshot.state.bundle_version == 0) {
+    return absl::InvalidArgumentError("the snapshot's bundle version is 0 (it starts at 1)");
+  }
+  SnapshotVersions versions;
+  const auto parse = [](const char* kind, const v1::ObjectMeta& meta,
+                        std::vector<int64_t>* out) -> absl::Status {
+    int64_t version = 0;
+    if (!absl::SimpleAtoi(meta.resource_version(), &version) || version <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(kind, " ", meta.name(),
+                                                     " has no numeric resource version ('",
+                                                     meta.resource_version(), "')"));
+    }
+    out->push_back(version);
+    return absl::OkStatus();
+  };
+  for (const v1::Policy& policy : snapshot.state.policies) {
+    if (absl::Status s = parse("policy", policy.metadata(), &versions.policies); !s.ok()) return s;
+  }
+  for (const v1::Event& event : snapshot.state.events) {
+    if (absl::Status s = parse("event", event.metadata(), &versions.events); !s.ok()) return s;
+  }
+  std::vector<int64_t> experiments;
+  for (const v1::Experiment& experiment : snapshot.experiments) {
+    if (absl::Status s = parse("experiment", experiment.metadata(), &experiments); !s.ok()) {
+      return s;
+    }
+  }
+  versions.revision = static_cast<int64_t>(snapshot.state.revision);
+  for (const std::vector<int64_t>* list : {&versions.policies, &experiments}) {
+    for (int64_t version : *list) versions.revision = std::max(versions.revision, version);
+  }
+  versions.last_event_version = static_cast<int64_t>(snapshot.state.last_event_version);
+  for (int64_t version : versions.events) {
+    versions.last_event_version = std::max(versions.last_event_version, version);
+  }
+  return versions;
+}
 
 std::string NewUid() {
   static absl::Mutex mu(absl::kConstInit);

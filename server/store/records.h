@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/policy.pb.h"
@@ -48,6 +49,31 @@ v1::Experiment NewExperiment(const v1::Experiment& requested, int64_t revision, 
 /// hold it); `count` is the number of values (0 means none, "" means one empty value).
 std::string JoinSegment(const std::vector<std::string>& segment);
 std::vector<std::string> SplitSegment(std::string_view joined, int64_t count);
+
+/// The tables Store::ImportSnapshot requires to be empty (the same names in both backends).
+inline constexpr const char* kImportedTables[] = {"policies",    "hosts",        "adapters",
+                                                  "events",      "audit_events", "metric_windows",
+                                                  "experiments", "tokens",       "local_audit"};
+
+/// OK if a database with these row counts (aligned with kImportedTables), revision and last
+/// event version is empty; else FailedPrecondition naming `database` and what it holds.
+absl::Status CheckImportTarget(std::string_view database, const std::vector<int64_t>& row_counts,
+                               int64_t revision, int64_t last_event_version);
+
+/// The numeric resource versions of a snapshot's policies and events (aligned with
+/// snapshot.state.policies and snapshot.state.events), and the counters an import sets: the
+/// snapshot's revision and last event version, raised to the highest resource version among
+/// its policies and experiments, and events, if those are higher (never in a consistent
+/// database), so later writes always continue above every imported version. InvalidArgument
+/// naming the first policy, event or experiment without a numeric resource version, or for a
+/// bundle version of 0.
+struct SnapshotVersions {
+  std::vector<int64_t> policies;
+  std::vector<int64_t> events;
+  int64_t revision = 0;
+  int64_t last_event_version = 0;
+};
+absl::StatusOr<SnapshotVersions> CheckSnapshot(const StoreSnapshot& snapshot);
 
 /// A host's agent session as stored (table agent_sessions).
 struct StoredSession {

@@ -41,6 +41,7 @@
 #include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
+#include "server/store/token_store.h"
 
 namespace rxfleet::server {
 
@@ -228,6 +229,25 @@ struct WindowCounts {
   uint64_t valid = 0;  ///< MetricWindow.valid set
 };
 
+/// Everything a database holds that outlives a server process, as Store::ImportSnapshot writes
+/// it into another database (`rxfleet-server migrate-store`; ReadStoreSnapshot in
+/// server/store/migrate.h gathers it). Leases and agent sessions are not part of it: they
+/// belong to running servers.
+struct StoreSnapshot {
+  /// Revision, bundle version, last event version, policies (with their metadata), hosts with
+  /// their adapters, and every stored fleet and audit event (oldest first, with their resource
+  /// versions).
+  StoredState state;
+  /// With their metadata and status as stored, ordered by create time.
+  std::vector<v1::Experiment> experiments;
+  /// Every stored metric window, in arrival order.
+  std::vector<StoredWindow> windows;
+  /// Audit events of local commands that no server has recorded yet, with their ids.
+  std::vector<LocalAuditEvent> local_audit;
+  /// Operator tokens with their hashes, ordered by name.
+  std::vector<StoredToken> tokens;
+};
+
 class Store {
  public:
   /// Opens (creating if needed) and migrates the database named by options.path: PostgreSQL
@@ -351,6 +371,18 @@ class Store {
   /// returns how many were deleted. `fence` as for UpdateExperimentStatus.
   virtual absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(
       absl::Time ended_before, const LeaseFence* fence) = 0;
+
+  /// Writes `snapshot` verbatim into this database, which must be empty, in one transaction:
+  /// rows keep their metadata (uids, resource versions, generations, times), events their
+  /// resource versions, local audit events their ids, tokens their hashes; the revision, the
+  /// bundle version and the last event version are set to the snapshot's, so later writes
+  /// continue above the imported values (arrival order of windows is kept). Sends the
+  /// revision's wake-up like any configuration change (PostgreSQL). Errors:
+  /// FailedPrecondition naming the database if it is not empty (any policy, host, adapter,
+  /// event, experiment, window, token or local audit row, or a revision or last event version
+  /// above 0); InvalidArgument if a policy or event has no numeric resource version, or a
+  /// bundle version is 0; write errors as ApplyPolicy. Nothing is written on any error.
+  virtual absl::Status ImportSnapshot(const StoreSnapshot& snapshot) = 0;
 
   /// Takes or renews lease `name` for `holder` until the database's now + `ttl`: granted when
   /// nobody holds it, when it has expired, or when `holder` holds it (a renewal, same epoch);

@@ -34,6 +34,7 @@ class SqliteTokenStore final : public TokenStore {
  public:
   static absl::StatusOr<std::unique_ptr<TokenStore>> Open(const std::string& path);
   absl::StatusOr<std::vector<TokenRecord>> List() override;
+  absl::StatusOr<std::vector<StoredToken>> ListWithHashes() override;
   absl::StatusOr<TokenRecord> Revoke(std::string_view name) override;
   absl::StatusOr<std::optional<TokenRecord>> Find(std::string_view token) override;
 
@@ -89,6 +90,23 @@ absl::StatusOr<std::vector<TokenRecord>> SqliteTokenStore::List() {
     return StatusFromSqlite(e, "cannot list tokens", path_);
   }
   return records;
+}
+
+absl::StatusOr<std::vector<StoredToken>> SqliteTokenStore::ListWithHashes() {
+  absl::MutexLock lock(&mu_);
+  std::vector<StoredToken> tokens;
+  try {
+    SQLite::Statement query(
+        *db_, "SELECT name, role, create_time_us, created_by, hash FROM tokens ORDER BY name");
+    while (query.executeStep()) {
+      const SQLite::Column hash = query.getColumn(4);
+      tokens.push_back({ReadRecord(query), std::string(static_cast<const char*>(hash.getBlob()),
+                                                       static_cast<size_t>(hash.getBytes()))});
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot list tokens", path_);
+  }
+  return tokens;
 }
 
 absl::StatusOr<TokenRecord> SqliteTokenStore::Revoke(std::string_view name) {

@@ -33,6 +33,13 @@ struct TokenRecord {
   std::string created_by;
 };
 
+/// A stored token with its hash, as a copy of the database must carry it so that existing
+/// tokens keep working (`rxfleet-server migrate-store`, Store::ImportSnapshot).
+struct StoredToken {
+  TokenRecord record;
+  std::string hash;  ///< HashToken of the token: 32 bytes of SHA-256
+};
+
 /// A token just created: the record and the token itself, which is shown once and not stored.
 struct CreatedToken {
   TokenRecord record;
@@ -57,6 +64,9 @@ class TokenStore {
 
   /// Tokens ordered by name.
   virtual absl::StatusOr<std::vector<TokenRecord>> List() = 0;
+
+  /// Every token with its stored hash, ordered by name. Errors only for database failures.
+  virtual absl::StatusOr<std::vector<StoredToken>> ListWithHashes() = 0;
 
   /// Deletes the token named `name`; returns its record. NotFound if there is none.
   virtual absl::StatusOr<TokenRecord> Revoke(std::string_view name) = 0;

@@ -1,8 +1,8 @@
 // server/store: what only the PostgreSQL store has, against real PostgreSQL 15 servers (the
 // ctest fixture's, and servers of a test's own for outages): connection failures and their
 // messages, reconnecting after a lost connection, the server lock, batches larger than one
-// pipeline chunk, and a database outage under a running store. The shared behaviour:
-// store_test.cc.
+// pipeline chunk, a database outage under a running store, and migrate-store's hold on both
+// databases. The shared behaviour: store_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,10 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/store/database_lock.h"
+#include "server/store/migrate.h"
 #include "server/store/pq.h"
 #include "server/store/store.h"
 #include "server/store/token_store.h"
 #include "tests/server/store_test_util.h"
+#include "tests/support/paths.h"
 #include "tests/support/postgres.h"
 
 namespace rxfleet::server {
@@ -24,6 +27,7 @@ namespace {
 using ::rxfleet::testing::PostgresUri;
 using ::rxfleet::testing::PrivatePostgres;
 using ::rxfleet::testing::RunSql;
+using ::rxfleet::testing::TempDir;
 using ::rxfleet::testing::TestDatabase;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -227,6 +231,60 @@ TEST_F(PostgresStoreTest, RacingReplicasGetOneLeaseHolder) {
     for (std::thread& t : threads) t.join();
     EXPECT_EQ(granted.load(), 1) << lease;
   }
+}
+
+TEST(MigrateStoreSourceTest, AcceptsSqliteUrisAndBarePathsOnly) {
+  EXPECT_EQ(*SqlitePathOfSource("sqlite:/var/lib/rxfleet/server.db"), "/var/lib/rxfleet/server.db");
+  EXPECT_EQ(*SqlitePathOfSource("sqlite:///var/lib/rxfleet/server.db"),
+            "/var/lib/rxfleet/server.db");
+  EXPECT_EQ(*SqlitePathOfSource("sqlite:server.db"), "server.db");
+  EXPECT_EQ(*SqlitePathOfSource("/srv/server.db"), "/srv/server.db");
+  EXPECT_EQ(SqlitePathOfSource("sqlite:").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SqlitePathOfSource("postgresql://db/fleet").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// MigrateStore holds both databases for the copy: a server on either refuses it, and the
+// target is left as it was.
+TEST_F(PostgresStoreTest, MigrateStoreCopiesOnlyWhenNoServerHoldsEitherDatabase) {
+  TempDir dir;
+  const std::string source = dir.File("server.db");
+  {
+    std::unique_ptr<Store> store = OpenStore(source);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
+  }
+  TestDatabase target;
+  {
+    absl::StatusOr<DatabaseFileLock> server = DatabaseFileLock::Acquire(source);
+    ASSERT_TRUE(server.ok()) << server.status();
+    absl::StatusOr<MigrateSummary> refused = MigrateStore(source, target.uri());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+    EXPECT_THAT(
+        refused.status().message(),
+        HasSubstr(absl::StrCat("database ", source, " is in use by another rxfleet-server")));
+  }
+  {
+    StoreOptions options;
+    options.path = target.uri();
+    options.exclusive = true;
+    absl::StatusOr<std::unique_ptr<Store>> server = Store::Open(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    absl::StatusOr<MigrateSummary> refused = MigrateStore(source, target.uri());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+    EXPECT_THAT(refused.status().message(), HasSubstr("in use by another rxfleet-server"));
+    EXPECT_TRUE((*server)->Load(10)->policies.empty());
+  }
+  EXPECT_EQ(MigrateStore(dir.File("none.db"), target.uri()).status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<MigrateSummary> copied = MigrateStore(source, target.uri());
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(copied->policies, 1u);
+  EXPECT_EQ(copied->revision, 1u);
+  EXPECT_EQ(copied->bundle_version, 2u);
+  EXPECT_EQ(copied->to, OpenStore(target.uri())->path());
+  EXPECT_EQ(MigrateStore(source, target.uri()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

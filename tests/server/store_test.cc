@@ -12,7 +12,10 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "common/proto/time.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "server/store/migrate.h"
 #include "server/store/pq.h"
 #include "server/store/token_store.h"
 #include "tests/server/store_test_util.h"
@@ -789,6 +792,247 @@ TEST_P(StoreContractTest, TokensAreCreatedFoundListedAndRevoked) {
   EXPECT_EQ(revoked->role, Role::kOperator);
   EXPECT_FALSE((*(*server)->Find(created->token)).has_value());
   EXPECT_EQ((*tokens)->Revoke("ops").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Fills an SQLite store with one of everything ImportSnapshot copies, in the shapes a server
+// leaves behind: a policy at generation 2, a deleted one, a host with and one without
+// adapters, pruned and kept fleet events, an audit event, experiments (one stopped), windows
+// of two experiments interleaved, a pending local audit event and a token (returned).
+std::string FillSourceStore(Store& store, TokenStore& tokens) {
+  EXPECT_TRUE(store.ApplyPolicy(MakePolicy("a", 32), kNow).ok());
+  EXPECT_TRUE(store.ApplyPolicy(MakePolicy("a", 64), kNow + absl::Seconds(1)).ok());
+  EXPECT_TRUE(store.ApplyPolicy(MakePolicy("b", 1024), kNow).ok());
+  EXPECT_TRUE(store.ApplyPolicy(MakePolicy("gone", 8), kNow).ok());
+  EXPECT_TRUE(store.DeletePolicy("gone", "").ok());
+  HostRecord with_adapters;
+  with_adapters.host.mutable_metadata()->set_name("pi5-a");
+  with_adapters.host.mutable_status()->set_last_acked_version(4);
+  for (const char* port : {"port-1", "port-2-2"}) {
+    with_adapters.adapters.emplace_back().mutable_metadata()->set_name(port);
+    with_adapters.adapters.back().set_host_id("pi5-a");
+  }
+  HostRecord bare;
+  bare.host.mutable_metadata()->set_name("pi5-b");
+  // e1 is pruned by the count: the last event version stays above what is stored.
+  EXPECT_TRUE(store
+                  .SaveRegistry({with_adapters, bare},
+                                {MakeEvent("e1", 1, kNow), MakeEvent("e2", 2, kNow),
+                                 MakeEvent("e3", 3, kNow + absl::Seconds(1))},
+                                2, kNow - absl::Hours(1), {}, absl::InfinitePast())
+                  .ok());
+  v1::Event audit = MakeEvent("audit-1", 4, kNow);
+  audit.mutable_audit()->set_actor("token:admin");
+  EXPECT_TRUE(
+      store.SaveRegistry({}, {audit}, 2, kNow - absl::Hours(1), {}, absl::InfinitePast()).ok());
+  v1::Experiment experiment;
+  experiment.mutable_metadata()->set_name("hold-ab");
+  experiment.mutable_status()->set_phase(v1::EXPERIMENT_PHASE_RUNNING);
+  absl::StatusOr<v1::Experiment> created = store.CreateExperiment(experiment, kNow);
+  EXPECT_TRUE(created.ok()) << created.status();
+  experiment.mutable_metadata()->set_name("agg-ab");
+  EXPECT_TRUE(store.CreateExperiment(experiment, kNow + absl::Seconds(1)).ok());
+  v1::ExperimentStatus stopped;
+  stopped.set_phase(v1::EXPERIMENT_PHASE_STOPPED);
+  *stopped.mutable_end_time() = common::TimeToProto(kNow + absl::Hours(1));
+  EXPECT_TRUE(
+      store.UpdateExperimentStatus("hold-ab", stopped, kNow + absl::Hours(1), nullptr).ok());
+  EXPECT_TRUE(store
+                  .AddWindows({MakeWindow("hold-ab", "pi5-a", {"super", ""}, true),
+                               MakeWindow("agg-ab", "pi5-a", {}, true),
+                               MakeWindow("hold-ab", "pi5-b", {"high", "pi1"}, false),
+                               MakeWindow("hold-ab", "pi5-a", {"super", "x"}, true)})
+                  .ok());
+  EXPECT_TRUE(store.BumpBundleVersion().ok());
+  v1::Event local;
+  local.set_reason("CreateToken");
+  local.mutable_audit()->set_actor("local administrator (OS user root)");
+  EXPECT_TRUE(store.AddLocalAudit(local, kNow).ok());
+  absl::StatusOr<CreatedToken> token =
+      tokens.Create("ops", Role::kOperator, "local administrator", kNow);
+  EXPECT_TRUE(token.ok()) << token.status();
+  return token.ok() ? token->token : "";
+}
+
+template <typename Message>
+void ExpectSameMessages(const std::vector<Message>& a, const std::vector<Message>& b,
+                        const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a[i], b[i]))
+        << what << " " << i << ":\n"
+        << a[i].DebugString() << "vs\n"
+        << b[i].DebugString();
+  }
+}
+
+// migrate-store's core: everything read from an SQLite store lands verbatim in an empty
+// database of either backend, later writes continue above the imported versions, and a
+// second import is refused without writing anything.
+TEST_P(StoreContractTest, ImportCopiesASnapshotVerbatimIntoAnEmptyDatabase) {
+  const std::string source_path = dir_.File("source/server.db");
+  std::unique_ptr<Store> source = OpenStore(source_path);
+  ASSERT_NE(source, nullptr);
+  absl::StatusOr<std::unique_ptr<TokenStore>> source_tokens = TokenStore::Open(source_path);
+  ASSERT_TRUE(source_tokens.ok()) << source_tokens.status();
+  const std::string token = FillSourceStore(*source, **source_tokens);
+  absl::StatusOr<StoreSnapshot> snapshot = ReadStoreSnapshot(*source, **source_tokens);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->windows.size(), 4u);
+  EXPECT_EQ(snapshot->state.events.size(), 3u);  // e2, e3 and the audit event
+  EXPECT_EQ(snapshot->state.last_event_version, 4u);
+
+  std::unique_ptr<Store> target = OpenStore(location());
+  ASSERT_NE(target, nullptr);
+  ASSERT_TRUE(target->ImportSnapshot(*snapshot).ok());
+
+  absl::StatusOr<StoredState> want = source->Load(1000);
+  absl::StatusOr<StoredState> got = target->Load(1000);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->revision, want->revision);
+  EXPECT_EQ(got->bundle_version, want->bundle_version);
+  EXPECT_EQ(got->last_event_version, want->last_event_version);
+  ExpectSameMessages(got->policies, want->policies, "policy");
+  ExpectSameMessages(got->events, want->events, "event");
+  ASSERT_EQ(got->hosts.size(), want->hosts.size());
+  for (size_t i = 0; i < got->hosts.size(); ++i) {
+    ExpectSameMessages(std::vector<v1::Host>{got->hosts[i].host},
+                       std::vector<v1::Host>{want->hosts[i].host}, "host");
+    ExpectSameMessages(got->hosts[i].adapters, want->hosts[i].adapters, "adapter");
+  }
+  absl::StatusOr<ConfigState> config = target->LoadConfig();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->revision, want->revision);
+  EXPECT_EQ(config->bundle_version, want->bundle_version);
+  ExpectSameMessages(config->policies, want->policies, "policy");
+  ExpectSameMessages(*target->LoadExperiments(), *source->LoadExperiments(), "experiment");
+  for (const char* experiment : {"hold-ab", "agg-ab"}) {
+    std::vector<std::string> want_windows;
+    std::vector<std::string> got_windows;
+    const auto collect = [](std::vector<std::string>* out) {
+      return [out](const std::string& host, std::vector<std::string> segment,
+                   const v1::MetricWindow& window) {
+        out->push_back(
+            absl::StrCat(host, "|", absl::StrJoin(segment, ","), "|", window.SerializeAsString()));
+      };
+    };
+    ASSERT_TRUE(source->ForEachWindow(experiment, collect(&want_windows)).ok());
+    ASSERT_TRUE(target->ForEachWindow(experiment, collect(&got_windows)).ok());
+    EXPECT_EQ(got_windows, want_windows) << experiment;
+  }
+  EXPECT_EQ((*target->CountWindows())["hold-ab"].valid, 2u);
+  absl::StatusOr<std::vector<LocalAuditEvent>> pending = target->PendingLocalAudit();
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].id, snapshot->local_audit.at(0).id);
+  EXPECT_EQ((*pending)[0].time, kNow);
+  EXPECT_EQ((*pending)[0].event.audit().actor(), "local administrator (OS user root)");
+
+  // Tokens keep working: their hashes were copied.
+  absl::StatusOr<std::unique_ptr<TokenStore>> target_tokens = TokenStore::Open(location());
+  ASSERT_TRUE(target_tokens.ok()) << target_tokens.status();
+  absl::StatusOr<std::optional<TokenRecord>> found = (*target_tokens)->Find(token);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->name, "ops");
+  EXPECT_EQ((*found)->role, Role::kOperator);
+  EXPECT_EQ((*found)->create_time, kNow);
+  EXPECT_EQ((*found)->created_by, "local administrator");
+
+  // A second import is refused and changes nothing.
+  absl::Status again = target->ImportSnapshot(*snapshot);
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
+  EXPECT_THAT(again.message(), HasSubstr("is not empty"));
+  EXPECT_THAT(again.message(), HasSubstr(target->path()));
+  EXPECT_EQ(target->Load(1000)->policies.size(), want->policies.size());
+
+  // New writes continue above the imported versions.
+  absl::StatusOr<PolicyWriteResult> next = target->ApplyPolicy(MakePolicy("c", 32), kNow);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->policy.metadata().resource_version(), absl::StrCat(want->revision + 1));
+  EXPECT_EQ(next->bundle_version, want->bundle_version + 1);
+  absl::StatusOr<PolicyWriteResult> changed =
+      target->ApplyPolicy(MakePolicy("a", 128), kNow + absl::Seconds(2));
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->policy.metadata().generation(), 3);
+  EXPECT_EQ(changed->policy.metadata().uid(), want->policies.at(0).metadata().uid());
+  v1::Experiment experiment;
+  experiment.mutable_metadata()->set_name("new-ab");
+  absl::StatusOr<v1::Experiment> created = target->CreateExperiment(experiment, kNow);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->metadata().resource_version(), absl::StrCat(want->revision + 3));
+  v1::Event local;
+  local.set_reason("RevokeToken");
+  ASSERT_TRUE(target->AddLocalAudit(local, kNow).ok());
+  pending = target->PendingLocalAudit();
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ASSERT_EQ(pending->size(), 2u);
+  EXPECT_GT((*pending)[1].id, (*pending)[0].id);
+  ASSERT_TRUE(target->AddWindows({MakeWindow("hold-ab", "pi5-b", {"new", ""}, true)}).ok());
+  std::vector<std::string> hosts;
+  ASSERT_TRUE(target
+                  ->ForEachWindow("hold-ab",
+                                  [&](const std::string& host, std::vector<std::string> segment,
+                                      const v1::MetricWindow&) {
+                                    hosts.push_back(absl::StrCat(host, ":", segment.at(0)));
+                                  })
+                  .ok());
+  EXPECT_EQ(hosts,
+            (std::vector<std::string>{"pi5-a:super", "pi5-b:high", "pi5-a:super", "pi5-b:new"}));
+}
+
+// Any row makes a database non-empty, also one the Store itself does not load (a token).
+TEST_P(StoreContractTest, ImportIntoADatabaseWithATokenIsRefused) {
+  std::unique_ptr<Store> target = OpenStore(location());
+  ASSERT_NE(target, nullptr);
+  absl::StatusOr<std::unique_ptr<TokenStore>> tokens = TokenStore::Open(location());
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  ASSERT_TRUE((*tokens)->Create("early", Role::kAdmin, "x", kNow).ok());
+  StoreSnapshot snapshot;
+  snapshot.state.bundle_version = 5;
+  snapshot.state.revision = 3;
+  snapshot.state.policies.push_back(MakePolicy("a", 32, "3"));
+  absl::Status refused = target->ImportSnapshot(snapshot);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("1 in tokens"));
+  absl::StatusOr<StoredState> state = target->Load(10);
+  ASSERT_TRUE(state.ok());
+  EXPECT_TRUE(state->policies.empty());
+  EXPECT_EQ(state->bundle_version, 1u);
+
+  // A record without a numeric resource version is refused before anything is read.
+  snapshot.state.policies[0].mutable_metadata()->set_resource_version("x");
+  EXPECT_EQ(target->ImportSnapshot(snapshot).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// An import that fails part-way (here a duplicate host id, after the policies went in) rolls
+// back completely and leaves the store usable for a correct import.
+TEST_P(StoreContractTest, AFailedImportWritesNothing) {
+  std::unique_ptr<Store> target = OpenStore(location());
+  ASSERT_NE(target, nullptr);
+  StoreSnapshot snapshot;
+  snapshot.state.bundle_version = 5;
+  snapshot.state.revision = 3;
+  snapshot.state.policies.push_back(MakePolicy("a", 32, "3"));
+  HostRecord host;
+  host.host.mutable_metadata()->set_name("pi5-a");
+  snapshot.state.hosts = {host, host};
+  absl::Status failed = target->ImportSnapshot(snapshot);
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(failed.message(), HasSubstr("cannot import into the database"));
+  absl::StatusOr<StoredState> state = target->Load(10);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->policies.empty());
+  EXPECT_EQ(state->revision, 0u);
+  EXPECT_EQ(state->bundle_version, 1u);
+
+  snapshot.state.hosts.pop_back();
+  ASSERT_TRUE(target->ImportSnapshot(snapshot).ok());
+  state = target->Load(10);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->policies.size(), 1u);
+  EXPECT_EQ(state->hosts.size(), 1u);
+  EXPECT_EQ(state->bundle_version, 5u);
 }
 
 }  // namespace
