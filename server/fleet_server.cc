@@ -217,6 +217,8 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   event_options.max_events = options.max_events;
   event_options.max_age = options.event_max_age;
   event_options.audit_max_age = options.audit_max_age;
+  // Servers sharing a PostgreSQL database number their events in the database.
+  event_options.follow_store = postgres;
   s.events_ = std::make_unique<EventLog>(event_options, std::move(state->events),
                                          state->last_event_version);
   RegistryOptions registry_options;
@@ -476,7 +478,10 @@ void FleetServer::FlushLoop() {
     if (stopping_) break;
     mu_.Unlock();
     Flush();
-    if (changes_ != nullptr) FollowRegistry();
+    if (changes_ != nullptr) {
+      FollowRegistry();
+      FollowEvents();
+    }
     const Registry::Counts counts = registry_->counts();
     std::shared_ptr<const PolicySnapshot> snapshot = policies_->snapshot();
     metrics_->connected_agents->Set(static_cast<double>(agent_service_->connected()));
@@ -487,6 +492,29 @@ void FleetServer::FlushLoop() {
     if (changes_ != nullptr) metrics_->config_listener_up->Set(changes_->connected() ? 1 : 0);
     metrics_->experiments_lease_held->Set(experiments_lease_->Fence().has_value() ? 1 : 0);
     mu_.Lock();
+  }
+}
+
+void FleetServer::FollowEvents() {
+  // Bounded reads: a replica that was away catches up a page at a time.
+  constexpr size_t kPage = 1000;
+  for (;;) {
+    absl::StatusOr<std::vector<v1::Event>> stored =
+        store_->LoadEventsAfter(events_->last_version(), kPage);
+    if (!stored.ok()) {
+      if (!follow_events_failing_) {
+        Log(LogLevel::kError, absl::StrCat("cannot read the fleet's events (will retry every ",
+                                           absl::FormatDuration(options_.flush_interval),
+                                           "): ", stored.status().message()));
+      }
+      follow_events_failing_ = true;
+      return;
+    }
+    if (follow_events_failing_) Log(LogLevel::kInfo, "reading the fleet's events works again");
+    follow_events_failing_ = false;
+    const size_t n = stored->size();
+    events_->ApplyStored(*std::move(stored), absl::Now());
+    if (n < kPage) return;
   }
 }
 
@@ -512,7 +540,13 @@ bool FleetServer::Flush() {
   // Audit events of `rxfleet-server tokens` (another process) enter the event log here and
   // leave the file's queue with the save that persists them.
   std::vector<int64_t> local_audit;
-  if (absl::StatusOr<std::vector<LocalAuditEvent>> pending = store_->PendingLocalAudit();
+  // Among servers sharing a database, the experiments lease holder takes them, so each is
+  // recorded once.
+  const bool take_local_audit = changes_ == nullptr || experiments_lease_ == nullptr ||
+                                experiments_lease_->Fence().has_value();
+  if (absl::StatusOr<std::vector<LocalAuditEvent>> pending =
+          take_local_audit ? store_->PendingLocalAudit()
+                           : absl::StatusOr<std::vector<LocalAuditEvent>>();
       pending.ok()) {
     for (LocalAuditEvent& entry : *pending) {
       if (local_audit_recorded_.insert(entry.id).second) {

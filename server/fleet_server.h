@@ -205,6 +205,10 @@ class FleetServer {
   /// (Store::LoadHostChanges) into the registry, so every replica lists the whole fleet; logs
   /// once per failure streak and retries with the next flush.
   void FollowRegistry();
+  /// PostgreSQL: brings the events every server stored since the last call into the event
+  /// log (Store::LoadEventsAfter, EventLog::ApplyStored), in version order; logs once per
+  /// failure streak and retries with the next flush.
+  void FollowEvents();
   /// The change feed's callback: re-reads the experiments (ExperimentController::Reload) and
   /// the configuration (Store::LoadConfig) and, when its bundle version is newer than the one
   /// in memory, replaces the policies and pushes.
@@ -245,6 +249,7 @@ class FleetServer {
   // FollowRegistry's position (HostChanges::cursor) and failure streak. Flush thread only.
   uint64_t registry_cursor_ = 0;
   bool follow_failing_ = false;
+  bool follow_events_failing_ = false;
   std::thread flusher_;
 };
 

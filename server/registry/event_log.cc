@@ -66,11 +66,81 @@ void EventLog::Insert(v1::Event event) {
   const uint64_t version = VersionOf(event);
   if (!event.has_audit()) by_key_[KeyOf(event)] = version;
   (event.has_audit() ? audit_versions_ : fleet_versions_).insert(version);
+  by_name_[event.metadata().name()] = version;
   by_version_[version] = std::move(event);
+}
+
+v1::Event EventLog::QueueLocked(v1::Event event, absl::Time now) {
+  const auto fold = [&](v1::Event& into) {
+    into.set_count(into.count() + 1);
+    *into.mutable_last_time() = common::TimeToProto(now);
+    *into.mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
+  };
+  const auto recent = [&](const v1::Event& earlier) {
+    return now - common::TimeFromProto(earlier.last_time()) <= options_.fold_window;
+  };
+  if (!event.has_audit()) {
+    const FoldKey key = KeyOf(event);
+    if (auto queued = pending_by_key_.find(key);
+        queued != pending_by_key_.end() && recent(pending_new_[queued->second])) {
+      fold(pending_new_[queued->second]);
+      return pending_new_[queued->second];
+    }
+    if (auto held = by_key_.find(key); held != by_key_.end()) {
+      auto previous = by_version_.find(held->second);
+      if (previous != by_version_.end() && recent(previous->second)) {
+        const std::string& name = previous->second.metadata().name();
+        auto [it, first] = unsaved_.try_emplace(name, previous->second);
+        v1::Event& folded = it->second;
+        fold(folded);
+        folded.mutable_metadata()->clear_resource_version();
+        return folded;
+      }
+    }
+  }
+  v1::ObjectMeta* meta = event.mutable_metadata();
+  meta->clear_name();  // the store names it after its version
+  meta->clear_uid();
+  meta->clear_resource_version();
+  meta->set_generation(1);
+  *meta->mutable_create_time() = common::TimeToProto(now);
+  *meta->mutable_update_time() = common::TimeToProto(now);
+  if (event.source().empty()) event.set_source(kEventSource);
+  *event.mutable_first_time() = common::TimeToProto(now);
+  *event.mutable_last_time() = common::TimeToProto(now);
+  event.set_count(1);
+  if (!event.has_audit()) pending_by_key_[KeyOf(event)] = pending_new_.size();
+  pending_new_.push_back(std::move(event));
+  return pending_new_.back();
+}
+
+void EventLog::ApplyStored(std::vector<v1::Event> events, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  for (v1::Event& event : events) {
+    const uint64_t version = VersionOf(event);
+    if (version <= last_version_) continue;
+    if (auto held = by_name_.find(event.metadata().name()); held != by_name_.end()) {
+      auto previous = by_version_.find(held->second);
+      if (previous != by_version_.end()) {
+        auto key = by_key_.find(KeyOf(previous->second));
+        if (key != by_key_.end() && key->second == previous->first) by_key_.erase(key);
+        (previous->second.has_audit() ? audit_versions_ : fleet_versions_).erase(previous->first);
+        by_version_.erase(previous);
+      }
+    }
+    last_version_ = version;
+    Insert(std::move(event));
+    const v1::Event& stored = by_version_[version];
+    for (const auto& [id, watcher] : watchers_) {
+      if (EventMatches(watcher.filter, stored)) watcher.fn(stored);
+    }
+  }
+  PruneLocked(now);
 }
 
 v1::Event EventLog::Record(v1::Event event, absl::Time now) {
   absl::MutexLock lock(&mu_);
+  if (options_.follow_store) return QueueLocked(std::move(event), now);
   const uint64_t version = ++last_version_;
   v1::Event* stored = nullptr;
   if (!event.has_audit()) {
@@ -124,6 +194,8 @@ void EventLog::PruneLocked(absl::Time now) {
     dropped_through_ = std::max(dropped_through_, version);
     auto key = by_key_.find(KeyOf(it->second));
     if (key != by_key_.end() && key->second == version) by_key_.erase(key);
+    auto name = by_name_.find(it->second.metadata().name());
+    if (name != by_name_.end() && name->second == version) by_name_.erase(name);
     by_version_.erase(it);
   };
   auto oldest_before = [this](const std::set<uint64_t>& versions, absl::Time min_time) {
@@ -183,20 +255,34 @@ void EventLog::Unwatch(uint64_t watch_id) {
 std::vector<v1::Event> EventLog::TakeUnsaved() {
   absl::MutexLock lock(&mu_);
   std::map<uint64_t, v1::Event> ordered;
+  std::vector<v1::Event> unversioned;  // follow_store's folds: the store numbers them
   for (auto& [name, event] : unsaved_) {
     const uint64_t version = VersionOf(event);
-    ordered.emplace(version, std::move(event));
+    if (version == 0) {
+      unversioned.push_back(std::move(event));
+    } else {
+      ordered.emplace(version, std::move(event));
+    }
   }
   unsaved_.clear();
   std::vector<v1::Event> out;
-  out.reserve(ordered.size());
+  out.reserve(ordered.size() + unversioned.size() + pending_new_.size());
   for (auto& [version, event] : ordered) out.push_back(std::move(event));
+  for (v1::Event& event : unversioned) out.push_back(std::move(event));
+  for (v1::Event& event : pending_new_) out.push_back(std::move(event));
+  pending_new_.clear();
+  pending_by_key_.clear();
   return out;
 }
 
 void EventLog::ReturnUnsaved(std::vector<v1::Event> events) {
   absl::MutexLock lock(&mu_);
   for (v1::Event& event : events) {
+    if (event.metadata().name().empty()) {  // follow_store: a new event, still to be numbered
+      if (!event.has_audit()) pending_by_key_.try_emplace(KeyOf(event), pending_new_.size());
+      pending_new_.push_back(std::move(event));
+      continue;
+    }
     auto it = unsaved_.find(event.metadata().name());
     // A newer fold of the same event recorded meanwhile supersedes the returned one.
     if (it != unsaved_.end() && VersionOf(it->second) >= VersionOf(event)) continue;

@@ -30,6 +30,13 @@ struct EventLogOptions {
   /// the earlier event's last_time is folded into it (count + 1, new last_time and version).
   /// Audit events are never folded.
   absl::Duration fold_window = absl::Minutes(10);
+  /// Servers sharing a database (PostgreSQL): events take their resource versions from the
+  /// store, so every server numbers and orders them alike. Record then queues an event
+  /// without a version (a repeat folds into the queued event, or into a copy of the held one,
+  /// which may be another server's); TakeUnsaved hands the queue to Store::SaveRegistry,
+  /// which numbers it; ApplyStored brings the stored events of every server back in version
+  /// order, and only then do List, Watch and watchers see them.
+  bool follow_store = false;
 };
 
 /// True if `event` passes the filters of a ListEventsRequest (audit, involved object kind and
@@ -69,7 +76,14 @@ class EventLog {
                                  std::optional<uint64_t> after_version, WatchFn fn);
   void Unwatch(uint64_t watch_id);
 
-  /// Events recorded or folded since the last call, for the store (in version order).
+  /// follow_store: events the store holds with versions above last_version(), in version
+  /// order (Store::LoadEventsAfter): each replaces the held event of its name, moves
+  /// last_version() and reaches the watchers. Events at or below last_version() are skipped.
+  void ApplyStored(std::vector<v1::Event> events, absl::Time now);
+
+  /// Events recorded or folded since the last call, for the store (in version order; with
+  /// follow_store, folds of held events first, then new events without a version, in the
+  /// order recorded).
   std::vector<v1::Event> TakeUnsaved();
   /// Puts events back after a failed save so the next save retries them.
   void ReturnUnsaved(std::vector<v1::Event> events);
@@ -101,6 +115,13 @@ class EventLog {
   std::set<uint64_t> audit_versions_ ABSL_GUARDED_BY(mu_);
   std::map<FoldKey, uint64_t> by_key_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::Event> unsaved_ ABSL_GUARDED_BY(mu_);  // by name
+  std::map<std::string, uint64_t> by_name_ ABSL_GUARDED_BY(mu_);   // held events' versions
+  // follow_store: new events waiting for the store to number them, and the fleet ones by
+  // fold key (index into pending_new_).
+  std::vector<v1::Event> pending_new_ ABSL_GUARDED_BY(mu_);
+  std::map<FoldKey, size_t> pending_by_key_ ABSL_GUARDED_BY(mu_);
+  /// follow_store's Record.
+  v1::Event QueueLocked(v1::Event event, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<uint64_t, Watcher> watchers_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_id_ ABSL_GUARDED_BY(mu_) = 1;
 };

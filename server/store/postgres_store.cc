@@ -222,6 +222,26 @@ absl::StatusOr<HostChanges> PostgresStore::LoadHostChanges(uint64_t cursor) {
   return changes;
 }
 
+absl::StatusOr<std::vector<v1::Event>> PostgresStore::LoadEventsAfter(uint64_t version,
+                                                                      size_t limit) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Event> out;
+  try {
+    const pq::Result rows = Connected().Exec(
+        "SELECT resource_version, record FROM (SELECT resource_version, record FROM events "
+        "WHERE resource_version > $1 UNION ALL SELECT resource_version, record FROM "
+        "audit_events WHERE resource_version > $1) AS e ORDER BY resource_version LIMIT $2",
+        pq::Params()
+            .Int(static_cast<int64_t>(std::min<uint64_t>(version, INT64_MAX)))
+            .Int(static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX))));
+    out.reserve(static_cast<size_t>(rows.rows()));
+    for (int i = 0; i < rows.rows(); ++i) out.push_back(rows.Record<v1::Event>(i, 1, "events"));
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(e, "cannot read the events", name_);
+  }
+  return out;
+}
+
 absl::StatusOr<PolicyWriteResult> PostgresStore::ApplyPolicy(const v1::Policy& policy,
                                                              absl::Time now) {
   const std::string& name = policy.metadata().name();
@@ -292,7 +312,12 @@ absl::StatusOr<RegistrySaveResult> PostgresStore::SaveRegistry(
   std::vector<pq::Params> fleet_rows;
   std::vector<pq::Params> audit_rows;
   int64_t last_event_version = 0;
+  std::vector<const v1::Event*> unversioned;  // versions assigned in the transaction
   for (const v1::Event& event : events) {
+    if (event.metadata().resource_version().empty()) {
+      unversioned.push_back(&event);
+      continue;
+    }
     int64_t version = 0;
     if (!absl::SimpleAtoi(event.metadata().resource_version(), &version)) {
       return absl::InternalError(absl::StrCat("cannot save the registry (PostgreSQL ", name_,
@@ -364,6 +389,24 @@ absl::StatusOr<RegistrySaveResult> PostgresStore::SaveRegistry(
         adapter_rows.push_back(
             pq::Params().Text(id).Text(adapter.metadata().name()).Record(adapter));
       }
+    }
+    if (!unversioned.empty()) {
+      // The event version row stays locked until this transaction commits, so versions commit
+      // in order on every replica: a reader that has seen version N has seen all below it.
+      int64_t next = conn.Exec(
+                             "SELECT value FROM meta WHERE key = 'last_event_version' FOR "
+                             "UPDATE")
+                         .Int(0, 0);
+      for (const v1::Event* event : unversioned) {
+        v1::Event versioned = store_records::VersionedEvent(*event, ++next);
+        (versioned.has_audit() ? audit_rows : fleet_rows)
+            .push_back(pq::Params()
+                           .Int(next)
+                           .Text(versioned.metadata().name())
+                           .Int(absl::ToUnixNanos(common::TimeFromProto(versioned.last_time())))
+                           .Record(versioned));
+      }
+      last_event_version = std::max(last_event_version, next);
     }
     conn.ExecMany(
         "INSERT INTO hosts (id, record, write_xid, adapters_xid) VALUES ($1, $2, "

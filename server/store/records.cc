@@ -147,6 +147,17 @@ v1::Experiment NewExperiment(const v1::Experiment& requested, int64_t revision, 
   return out;
 }
 
+v1::Event VersionedEvent(const v1::Event& event, int64_t version) {
+  v1::Event out = event;
+  v1::ObjectMeta* meta = out.mutable_metadata();
+  meta->set_resource_version(absl::StrCat(version));
+  if (meta->name().empty()) {
+    meta->set_name(absl::StrCat("ev-", version));
+    meta->set_uid(meta->name());
+  }
+  return out;
+}
+
 std::string JoinSegment(const std::vector<std::string>& segment) {
   return absl::StrJoin(segment, std::string(1, kSegmentSeparator));
 }

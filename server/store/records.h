@@ -47,6 +47,11 @@ v1::Experiment NewExperiment(const v1::Experiment& requested, int64_t revision, 
 
 /// Segment values in one column, joined with the ASCII unit separator (label values cannot
 /// hold it); `count` is the number of values (0 means none, "" means one empty value).
+/// `event` with the resource version the store assigned it (SaveRegistry, an event saved
+/// without one): metadata.resource_version = `version` in decimal and, for a new event (no
+/// name yet), name and uid "ev-VERSION".
+v1::Event VersionedEvent(const v1::Event& event, int64_t version);
+
 std::string JoinSegment(const std::vector<std::string>& segment);
 std::vector<std::string> SplitSegment(std::string_view joined, int64_t count);
 

@@ -182,6 +182,27 @@ absl::StatusOr<HostChanges> SqliteStore::LoadHostChanges(uint64_t cursor) {
   return changes;
 }
 
+absl::StatusOr<std::vector<v1::Event>> SqliteStore::LoadEventsAfter(uint64_t version,
+                                                                    size_t limit) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Event> out;
+  try {
+    SQLite::Statement query(*db_,
+                            "SELECT resource_version, record FROM (SELECT resource_version, "
+                            "record FROM events WHERE resource_version > ?1 UNION ALL SELECT "
+                            "resource_version, record FROM audit_events WHERE resource_version "
+                            "> ?1) ORDER BY resource_version LIMIT ?2");
+    query.bind(1, static_cast<int64_t>(std::min<uint64_t>(version, INT64_MAX)));
+    query.bind(2, static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX)));
+    while (query.executeStep()) {
+      out.push_back(ParseRecord<v1::Event>(query.getColumn(1), "events"));
+    }
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(e, "cannot read the events", path_);
+  }
+  return out;
+}
+
 absl::StatusOr<ConfigState> SqliteStore::LoadConfig() {
   absl::MutexLock lock(&mu_);
   ConfigState config;
@@ -360,13 +381,21 @@ absl::StatusOr<RegistrySaveResult> SqliteStore::SaveRegistry(
     SQLite::Statement upsert_fleet_event = upsert_into("events");
     SQLite::Statement upsert_audit_event = upsert_into("audit_events");
     int64_t last_event_version = ReadMeta(db, "last_event_version");
-    for (const v1::Event& event : events) {
+    std::optional<v1::Event> assigned;
+    for (const v1::Event& given : events) {
       int64_t version = 0;
-      if (!absl::SimpleAtoi(event.metadata().resource_version(), &version)) {
+      const v1::Event* event_ptr = &given;
+      if (given.metadata().resource_version().empty()) {
+        // The store assigns the next version (writes are serial here).
+        version = last_event_version + 1;
+        assigned = store_records::VersionedEvent(given, version);
+        event_ptr = &*assigned;
+      } else if (!absl::SimpleAtoi(given.metadata().resource_version(), &version)) {
         throw SQLite::Exception(
-            absl::StrCat("event ", event.metadata().name(), " has no numeric resource version"),
+            absl::StrCat("event ", given.metadata().name(), " has no numeric resource version"),
             SQLITE_MISUSE);
       }
+      const v1::Event& event = *event_ptr;
       SQLite::Statement& upsert_event = event.has_audit() ? upsert_audit_event : upsert_fleet_event;
       upsert_event.bind(1, version);
       upsert_event.bind(2, event.metadata().name());

@@ -296,7 +296,11 @@ class Store {
 
   /// Persists registry changes and new/updated events in one transaction: each HostRecord
   /// replaces the stored host and, if adapters_changed, all its adapters; events are upserted by
-  /// metadata.name (a folded event keeps its name and gets a new resource_version). Audit events
+  /// metadata.name (a folded event keeps its name and gets a new resource_version). An event
+  /// without a resource_version gets the next one from the store (after last_event_version,
+  /// in commit order across every connection: see LoadEventsAfter) and, if it has no name,
+  /// the name and uid "ev-VERSION"; that is how servers sharing a database number their
+  /// events. Audit events
   /// go to their own table (audit_events). Then prunes fleet events beyond the newest
   /// `max_events` and those whose last_time is before `events_min_time`, and audit events whose
   /// last_time is before `audit_min_time` (audit is never pruned by the volume of other events).
@@ -314,6 +318,14 @@ class Store {
   /// read in one snapshot (see HostChanges). Errors: read errors; FailedPrecondition naming
   /// the row when a record does not parse.
   virtual absl::StatusOr<HostChanges> LoadHostChanges(uint64_t cursor) = 0;
+
+  /// Stored fleet and audit events whose resource version is above `version`, in version
+  /// order, at most `limit` (how a server follows the events every replica writes). Events
+  /// that SaveRegistry assigned versions to commit in version order, so a reader that has
+  /// seen version N will never find a lower one later. Errors: read errors; FailedPrecondition
+  /// naming the table when a record does not parse.
+  virtual absl::StatusOr<std::vector<v1::Event>> LoadEventsAfter(uint64_t version,
+                                                                 size_t limit) = 0;
 
   /// Queues an audit event of a local command for the server (running or started later).
   /// Write errors as ApplyPolicy.

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
 
 namespace rxfleet::server {
@@ -172,6 +173,72 @@ TEST(EventLogTest, LoadedEventsContinueVersionsAndUnsavedTracksChanges) {
   EXPECT_TRUE(log.TakeUnsaved().empty());
   log.ReturnUnsaved(unsaved);
   EXPECT_EQ(log.TakeUnsaved().size(), 1u);
+}
+
+// Servers sharing a database: events are numbered by the store. A recorded event is queued
+// without a version and only listed and watched once the store hands it back; a repeat folds
+// into the queued event, or into a copy of the held one; another server's events arrive the
+// same way, in version order.
+TEST(EventLogTest, FollowingTheStoreNumbersEventsThereAndWatchesSeeThemInOrder) {
+  EventLogOptions options;
+  options.follow_store = true;
+  EventLog log(options, {}, 10);
+  std::vector<std::string> watched;
+  ASSERT_TRUE(log.Watch({}, std::nullopt,
+                        [&](const v1::Event& e) {
+                          watched.push_back(absl::StrCat(e.metadata().resource_version(), " ",
+                                                         e.reason(), " x", e.count()));
+                        })
+                  .ok());
+  const v1::Event queued = log.Record(HostEvent("h1", "Connected"), kT0);
+  EXPECT_TRUE(queued.metadata().resource_version().empty());
+  EXPECT_TRUE(queued.metadata().name().empty());
+  EXPECT_EQ(log.Record(HostEvent("h1", "Connected"), kT0 + absl::Seconds(1)).count(), 2u);
+  log.Record(HostEvent("h2", "Disconnected"), kT0);
+  bool more = false;
+  EXPECT_TRUE(log.List({}, 0, 100, &more).empty()) << "not numbered yet";
+  EXPECT_THAT(watched, ::testing::IsEmpty());
+
+  // A failed save puts them back; the next one takes them again.
+  std::vector<v1::Event> unsaved = log.TakeUnsaved();
+  ASSERT_EQ(unsaved.size(), 2u);
+  log.ReturnUnsaved(std::move(unsaved));
+  unsaved = log.TakeUnsaved();
+  ASSERT_EQ(unsaved.size(), 2u);
+  EXPECT_TRUE(log.TakeUnsaved().empty());
+
+  // The store numbered them 11 and 13; another server's event got 12.
+  const auto numbered = [](v1::Event e, uint64_t version) {
+    e.mutable_metadata()->set_resource_version(absl::StrCat(version));
+    e.mutable_metadata()->set_name(absl::StrCat("ev-", version));
+    return e;
+  };
+  v1::Event other = HostEvent("h9", "Connected");
+  other.set_count(1);
+  *other.mutable_last_time() = common::TimeToProto(kT0);
+  log.ApplyStored({numbered(unsaved[0], 11), numbered(other, 12), numbered(unsaved[1], 13)}, kT0);
+  EXPECT_THAT(watched,
+              ::testing::ElementsAre("11 Connected x2", "12 Connected x1", "13 Disconnected x1"));
+  EXPECT_EQ(log.last_version(), 13u);
+  log.ApplyStored({numbered(other, 12)}, kT0);  // seen already
+  EXPECT_EQ(watched.size(), 3u);
+
+  // A repeat of the other server's event folds into a copy of it, keeping its name; the
+  // store's new version replaces the held one.
+  log.Record(HostEvent("h9", "Connected"), kT0 + absl::Seconds(5));
+  unsaved = log.TakeUnsaved();
+  ASSERT_EQ(unsaved.size(), 1u);
+  EXPECT_EQ(unsaved[0].metadata().name(), "ev-12");
+  EXPECT_EQ(unsaved[0].count(), 2u);
+  EXPECT_TRUE(unsaved[0].metadata().resource_version().empty());
+  v1::Event refolded = unsaved[0];
+  refolded.mutable_metadata()->set_resource_version("14");
+  log.ApplyStored({refolded}, kT0 + absl::Seconds(5));
+  const std::vector<v1::Event> listed = log.List({}, 0, 100, &more);
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(listed.back().metadata().name(), "ev-12");
+  EXPECT_EQ(listed.back().metadata().resource_version(), "14");
+  EXPECT_EQ(watched.back(), "14 Connected x2");
 }
 
 }  // namespace

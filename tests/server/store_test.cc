@@ -301,6 +301,74 @@ TEST_P(StoreContractTest, EventsAreUpsertedByNameAndPruned) {
   EXPECT_EQ(store->Load(100)->last_event_version, 6u);
 }
 
+// Servers sharing a database number their events there: an event saved without a version
+// gets the next one (and a new event the name ev-VERSION), in commit order across
+// connections, and LoadEventsAfter follows them, fleet and audit alike.
+TEST_P(StoreContractTest, TheStoreNumbersEventsSavedWithoutAVersion) {
+  std::unique_ptr<Store> a = OpenStore(location());
+  std::unique_ptr<Store> b = OpenStore(location());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const auto unnumbered = [](const std::string& reason, bool audit) {
+    v1::Event e = MakeEvent("", 0, kNow);
+    e.mutable_metadata()->clear_name();
+    e.mutable_metadata()->clear_resource_version();
+    e.set_reason(reason);
+    if (audit) e.mutable_audit()->set_action("ApplyPolicy");
+    return e;
+  };
+  const auto save = [](Store& store, std::vector<v1::Event> events) {
+    absl::StatusOr<RegistrySaveResult> saved =
+        store.SaveRegistry({}, events, 100, absl::InfinitePast(), {}, absl::InfinitePast());
+    ASSERT_TRUE(saved.ok()) << saved.status();
+  };
+  save(*a, {unnumbered("Connected", false), unnumbered("Applied", true)});
+  save(*b, {unnumbered("Disconnected", false)});
+  absl::StatusOr<std::vector<v1::Event>> all = a->LoadEventsAfter(0, 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<std::string> seen;
+  for (const v1::Event& e : *all) {
+    seen.push_back(
+        absl::StrCat(e.metadata().resource_version(), " ", e.metadata().name(), " ", e.reason()));
+  }
+  EXPECT_THAT(seen,
+              ::testing::ElementsAre("1 ev-1 Connected", "2 ev-2 Applied", "3 ev-3 Disconnected"));
+  EXPECT_EQ(b->Load(10)->last_event_version, 3u);
+  // A fold keeps its name and gets the next version; the page bound holds.
+  v1::Event folded = (*all)[0];
+  folded.mutable_metadata()->clear_resource_version();
+  folded.set_count(2);
+  save(*b, {folded});
+  absl::StatusOr<std::vector<v1::Event>> after = a->LoadEventsAfter(2, 1);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].metadata().resource_version(), "3");
+  after = a->LoadEventsAfter(3, 100);
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].metadata().name(), "ev-1");
+  EXPECT_EQ((*after)[0].metadata().resource_version(), "4");
+  EXPECT_EQ((*after)[0].count(), 2u);
+  EXPECT_EQ(a->LoadEventsAfter(0, 100)->size(), 3u) << "the fold replaced the event";
+
+  // Concurrent savers never share a version.
+  std::vector<std::thread> savers;
+  for (Store* store : {a.get(), b.get()}) {
+    savers.emplace_back([store, &unnumbered] {
+      for (int i = 0; i < 10; ++i) {
+        ASSERT_TRUE(store
+                        ->SaveRegistry({}, {unnumbered("Touched", false)}, 1000,
+                                       absl::InfinitePast(), {}, absl::InfinitePast())
+                        .ok());
+      }
+    });
+  }
+  for (std::thread& t : savers) t.join();
+  absl::StatusOr<std::vector<v1::Event>> everything = a->LoadEventsAfter(0, 1000);
+  ASSERT_TRUE(everything.ok());
+  EXPECT_EQ(everything->size(), 23u);
+  EXPECT_EQ(b->Load(10)->last_event_version, 24u);
+}
+
 TEST_P(StoreContractTest, LocalAuditEventsWaitUntilASaveTakesThem) {
   const std::string& path = location();
   std::unique_ptr<Store> command = OpenStore(path);
