@@ -180,9 +180,10 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
   server->options_ = options;
   FleetServer& s = *server;
 
-  // One server per database: two would each keep their own bundle versions and registry and
-  // overwrite each other's writes. SQLite: a lock file beside the database; PostgreSQL: the
-  // store's server lock (StoreOptions.exclusive). `rxfleet-server tokens` takes neither.
+  // SQLite: one server per database file (a lock file beside it). PostgreSQL: any number of
+  // replicas, which hold the store's server lock shared (StoreOptions::server_lock) and follow
+  // each other's writes; `rxfleet-server migrate-store` holds it exclusively.
+  // `rxfleet-server tokens` takes neither.
   const bool postgres = IsPostgresUri(options.db_path);
   if (!postgres) {
     absl::StatusOr<DatabaseFileLock> db_lock = DatabaseFileLock::Acquire(options.db_path);
@@ -192,7 +193,7 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
 
   StoreOptions store_options;
   store_options.path = options.db_path;
-  store_options.exclusive = postgres;
+  store_options.server_lock = postgres ? ServerLock::kShared : ServerLock::kNone;
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(store_options);
   if (!store.ok()) return store.status();
   s.store_ = *std::move(store);

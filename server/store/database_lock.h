@@ -3,7 +3,7 @@
 // The lock file of an SQLite database, `<database>.lock`: the one process that may write the
 // file as a server takes it (rxfleet-server, and `rxfleet-server migrate-store` while it
 // copies the file), with flock(LOCK_EX), released when the process exits or closes it.
-// (PostgreSQL databases use the store's advisory lock instead, StoreOptions.exclusive.)
+// (PostgreSQL databases use the store's advisory lock instead, StoreOptions::server_lock.)
 
 #include <string>
 

@@ -95,7 +95,7 @@ absl::StatusOr<MigrateSummary> MigrateStore(const std::string& from_path, const 
   StoreOptions target_options;
   target_options.path = to;
   // No server may run on the target during the import (nor start before it commits).
-  target_options.exclusive = true;
+  target_options.server_lock = ServerLock::kExclusive;
   absl::StatusOr<std::unique_ptr<Store>> target = Store::Open(target_options);
   if (!target.ok()) return target.status();
 

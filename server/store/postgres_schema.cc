@@ -112,7 +112,7 @@ constexpr Migration kMigrations[] = {
 };
 
 // Advisory lock keys of the store (one 64-bit space per database): the migration lock is held
-// for a migration's transaction, the server lock for an exclusive store's session.
+// for a migration's transaction, the server lock for a store's session (StoreOptions::server_lock).
 constexpr int64_t kMigrationLock = 0x72786d6967726174;  // "rxmigrat"
 
 }  // namespace

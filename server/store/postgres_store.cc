@@ -24,7 +24,7 @@ using postgres::LockRevision;
 using postgres::SetRevision;
 using postgres::SnapshotXmin;
 
-// The server lock of an exclusive store (see StoreOptions.exclusive).
+// The server lock (see StoreOptions::server_lock).
 constexpr int64_t kServerLock = 0x72787365727665;  // "rxserve"
 
 int64_t ReadMeta(pq::Connection& conn, const char* key) {
@@ -52,7 +52,7 @@ std::optional<v1::Policy> FindPolicy(pq::Connection& conn, std::string_view name
 PostgresStore::PostgresStore(const StoreOptions& options)
     : conninfo_(options.path),
       busy_timeout_(options.busy_timeout),
-      exclusive_(options.exclusive),
+      server_lock_(options.server_lock),
       name_(pq::DescribeConninfo(options.path)) {}
 
 PostgresStore::~PostgresStore() = default;
@@ -66,13 +66,21 @@ void PostgresStore::Connect() {
   // A lock wait longer than the busy timeout fails the write (55P03, Unavailable).
   conn->Exec(absl::StrCat("SET lock_timeout = ",
                           std::max<int64_t>(1, absl::ToInt64Milliseconds(busy_timeout_))));
-  if (exclusive_) {
+  if (server_lock_ == ServerLock::kExclusive) {
     pq::Result locked =
         conn->Exec("SELECT pg_try_advisory_lock($1)", pq::Params().Int(kServerLock));
     if (locked.Int(0, 0) == 0) {
       throw pq::Error("55000",
-                      "the database is in use by another rxfleet-server (it holds the "
-                      "server's advisory lock; one server per database)");
+                      "the database is in use by another rxfleet-server (a server holds the "
+                      "server lock; stop every server on the database first)");
+    }
+  } else if (server_lock_ == ServerLock::kShared) {
+    pq::Result locked =
+        conn->Exec("SELECT pg_try_advisory_lock_shared($1)", pq::Params().Int(kServerLock));
+    if (locked.Int(0, 0) == 0) {
+      throw pq::Error("55000",
+                      "the database is being copied into by rxfleet-server migrate-store (it "
+                      "holds the server lock exclusively); start the server when it is done");
     }
   }
   conn_ = std::move(conn);

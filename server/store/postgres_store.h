@@ -39,8 +39,8 @@ class Connection;
 
 class PostgresStore final : public Store {
  public:
-  /// Connects to options.path (a URI, IsPostgresUri) and migrates the schema; with
-  /// options.exclusive, takes the database's server lock (a session advisory lock) or fails.
+  /// Connects to options.path (a URI, IsPostgresUri) and migrates the schema; takes the
+  /// database's server lock as options.server_lock says (a session advisory lock) or fails.
   /// Errors: Unavailable (unreachable, or the connect timed out); FailedPrecondition (refused
   /// credentials, no such database, schema newer than this program's, another server holds the
   /// lock); Internal otherwise. Options were validated by Store::Open (use that).
@@ -94,14 +94,13 @@ class PostgresStore final : public Store {
 
  private:
   explicit PostgresStore(const StoreOptions& options);
-  // The connection, (re)opened if it is missing or broken (and the server lock re-taken when
-  // exclusive); throws pq::Error.
+  // The connection, (re)opened if it is missing or broken (and the server lock re-taken); throws pq::Error.
   pq::Connection& Connected() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Connect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string conninfo_;
   const absl::Duration busy_timeout_;
-  const bool exclusive_;
+  const ServerLock server_lock_;
   std::string name_;  // for messages; set once at Open
   absl::Mutex mu_;
   std::unique_ptr<pq::Connection> conn_ ABSL_GUARDED_BY(mu_);

@@ -53,6 +53,13 @@ inline constexpr std::string_view kDefaultDatabasePath = "/var/lib/rxfleet/serve
 /// environment variables).
 bool IsPostgresUri(std::string_view database);
 
+/// How a PostgreSQL store holds the database's server lock (StoreOptions::server_lock).
+enum class ServerLock {
+  kNone,
+  kShared,     ///< a server replica
+  kExclusive,  ///< migrate-store
+};
+
 struct StoreOptions {
   /// SQLite: the database file; its directory is created (mode 0750) and the file is created
   /// if missing. PostgreSQL: a libpq connection URI (IsPostgresUri); the database must exist,
@@ -65,11 +72,13 @@ struct StoreOptions {
   /// SQLite only: largest size the database file may grow to, in bytes (max_page_count); a
   /// write that needs more fails with ResourceExhausted, like on a full disk. 0 = no limit.
   uint64_t max_size_bytes = 0;
-  /// PostgreSQL only: hold a session advisory lock on the database for the store's lifetime,
-  /// so a second server on the same database fails to open with FailedPrecondition (the
-  /// SQLite server takes a lock file instead). Local commands (`rxfleet-server tokens`) open
-  /// without it.
-  bool exclusive = false;
+  /// PostgreSQL only: the database's server lock (a session advisory lock) the store holds for
+  /// its lifetime. Servers hold it shared, so any number of replicas share the database;
+  /// `rxfleet-server migrate-store` holds it exclusively, so it never writes under a running
+  /// server and no server starts while it copies. Open fails with FailedPrecondition when the
+  /// lock is held the other way. Local commands (`rxfleet-server tokens`) take none. (SQLite
+  /// servers take a lock file instead: one server per file.)
+  ServerLock server_lock = ServerLock::kNone;
 };
 
 /// Result of ApplyPolicy.
@@ -254,7 +263,7 @@ class Store {
   /// if IsPostgresUri(path), else an SQLite file. Errors: InvalidArgument for bad options;
   /// FailedPrecondition if the file is not an SQLite database, the schema is newer than this
   /// program's, the directory cannot be created, the PostgreSQL database does not exist or
-  /// refuses the credentials, or (exclusive) another server holds it; Unavailable if it is
+  /// refuses the credentials, or its server lock is held the other way (ServerLock); Unavailable if it is
   /// locked or unreachable; Internal for other errors.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
 

@@ -92,21 +92,33 @@ TEST_F(PostgresStoreTest, LostConnectionFailsOneCallAndTheNextReconnects) {
   EXPECT_EQ(store->Load(10)->policies.size(), 2u);
 }
 
-TEST_F(PostgresStoreTest, ExclusiveStoreKeepsASecondServerOut) {
+// Server replicas share the database (the server lock, shared); migrate-store has it alone
+// (exclusive): it is refused while a server runs, and servers are refused while it copies.
+TEST_F(PostgresStoreTest, ReplicasShareTheServerLockAndMigrationHoldsItAlone) {
   TestDatabase db;
-  StoreOptions options;
-  options.path = db.uri();
-  options.exclusive = true;
-  absl::StatusOr<std::unique_ptr<Store>> first = Store::Open(options);
+  StoreOptions replica;
+  replica.path = db.uri();
+  replica.server_lock = ServerLock::kShared;
+  StoreOptions migration = replica;
+  migration.server_lock = ServerLock::kExclusive;
+  absl::StatusOr<std::unique_ptr<Store>> first = Store::Open(replica);
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::unique_ptr<Store>> second = Store::Open(options);
-  ASSERT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
-  EXPECT_THAT(second.status().message(), HasSubstr("in use by another rxfleet-server"));
+  absl::StatusOr<std::unique_ptr<Store>> second = Store::Open(replica);
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::StatusOr<std::unique_ptr<Store>> refused = Store::Open(migration);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("in use by another rxfleet-server"));
   // Local commands open without the lock.
   EXPECT_NE(OpenStore(db.uri()), nullptr);
   first->reset();
-  absl::StatusOr<std::unique_ptr<Store>> after = Store::Open(options);
-  EXPECT_TRUE(after.ok()) << after.status();
+  second->reset();
+  absl::StatusOr<std::unique_ptr<Store>> alone = Store::Open(migration);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  absl::StatusOr<std::unique_ptr<Store>> waiting = Store::Open(replica);
+  ASSERT_EQ(waiting.status().code(), absl::StatusCode::kFailedPrecondition) << waiting.status();
+  EXPECT_THAT(waiting.status().message(), HasSubstr("migrate-store"));
+  alone->reset();
+  EXPECT_TRUE(Store::Open(replica).ok());
 }
 
 // Batches are sent in pipeline chunks of 256 statements: a save of 1,000 hosts with 3 adapters
@@ -267,7 +279,7 @@ TEST_F(PostgresStoreTest, MigrateStoreCopiesOnlyWhenNoServerHoldsEitherDatabase)
   {
     StoreOptions options;
     options.path = target.uri();
-    options.exclusive = true;
+    options.server_lock = ServerLock::kShared;  // a server runs on the target
     absl::StatusOr<std::unique_ptr<Store>> server = Store::Open(options);
     ASSERT_TRUE(server.ok()) << server.status();
     absl::StatusOr<MigrateSummary> refused = MigrateStore(source, target.uri());
