@@ -22,7 +22,9 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> r) : registry
   prometheus::Registry& reg = *registry;
   connected_agents =
       MakeGauge(reg, "rxfleet_server_connected_agents", "Agents with an open AgentService stream.");
-  hosts = MakeGauge(reg, "rxfleet_server_hosts", "Hosts in the registry, connected or not.");
+  hosts = MakeGauge(reg, "rxfleet_server_hosts",
+                    "Hosts in the registry, connected or not (with replicas on one database: every "
+                    "replica's hosts).");
   adapters = MakeGauge(reg, "rxfleet_server_adapters",
                        "Adapters in the registry, excluding unplugged (GONE) ones.");
   policies = MakeGauge(reg, "rxfleet_server_policies", "Stored policies.");
