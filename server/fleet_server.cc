@@ -545,10 +545,9 @@ bool FleetServer::Flush() {
   // recorded once.
   const bool take_local_audit = changes_ == nullptr || experiments_lease_ == nullptr ||
                                 experiments_lease_->Fence().has_value();
-  if (absl::StatusOr<std::vector<LocalAuditEvent>> pending =
-          take_local_audit ? store_->PendingLocalAudit()
-                           : absl::StatusOr<std::vector<LocalAuditEvent>>();
-      pending.ok()) {
+  absl::StatusOr<std::vector<LocalAuditEvent>> pending = std::vector<LocalAuditEvent>();
+  if (take_local_audit) pending = store_->PendingLocalAudit();
+  if (pending.ok()) {
     for (LocalAuditEvent& entry : *pending) {
       if (local_audit_recorded_.insert(entry.id).second) {
         events_->Record(std::move(entry.event), entry.time);
