@@ -50,13 +50,26 @@ class ServerProcess {
   // On a database given by path or URI (a PostgreSQL database).
   explicit ServerProcess(std::string db) : db_(std::move(db)) {}
 
-  // Starts on `port` (0 = any free port the first time, then the same port again).
-  bool Start() {
+  // Starts on `port` (0 = any free port the first time, then the same port again), with
+  // `extra_args` after the default flags (e.g. {"--lease-ttl", "3s"}).
+  bool Start(const std::vector<std::string>& extra_args = {}) {
     const std::string listen = absl::StrCat("127.0.0.1:", port_);
-    absl::StatusOr<StartedServer> started =
-        StartServerProcess({BinaryPath("server/rxfleet-server"), "--insecure", "--listen", listen,
-                            "--db", db_, "--http-listen", "none", "--push-debounce", "50ms",
-                            "--stale-after", "1m", "--drain-timeout", "2s"});
+    std::vector<std::string> argv = {BinaryPath("server/rxfleet-server"),
+                                     "--insecure",
+                                     "--listen",
+                                     listen,
+                                     "--db",
+                                     db_,
+                                     "--http-listen",
+                                     "none",
+                                     "--push-debounce",
+                                     "50ms",
+                                     "--stale-after",
+                                     "1m",
+                                     "--drain-timeout",
+                                     "2s"};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    absl::StatusOr<StartedServer> started = StartServerProcess(argv);
     if (!started.ok() || started->port <= 0) return false;
     port_ = started->port;
     child_ = std::move(started->child);
@@ -73,6 +86,9 @@ class ServerProcess {
     child_.reset();
     return code;
   }
+
+  // True while the process runs (false once it has exited, e.g. crashed).
+  bool Alive() { return child_ != nullptr && !child_->Wait(absl::ZeroDuration()).ok(); }
 
   void Kill() {
     child_->Signal(SIGKILL);
@@ -148,37 +164,40 @@ class AgentProcess {
     std::filesystem::create_directories(dir_ / "tmp");
   }
 
-  bool Start(const std::string& server) {
+  // Starts streaming to `server` (one address or a comma-separated list), with `extra_args`
+  // after the default agent flags (e.g. {"--probe-target", "none"}).
+  bool Start(const std::string& server, const std::vector<std::string>& extra_args = {}) {
     ++runs_;
+    std::vector<std::string> argv = {EmulatorPath(),
+                                     "--lab",
+                                     LabPath(lab_),
+                                     "--state-out",
+                                     StatePath(),
+                                     "--timeout",
+                                     "600",
+                                     "--",
+                                     BinaryPath("agent/rxfleet-agent"),
+                                     "--standalone",
+                                     "--server",
+                                     server,
+                                     "--insecure",
+                                     "--host-id",
+                                     host_id_,
+                                     "--label",
+                                     "board=" + board_,
+                                     "--state-dir",
+                                     (dir_ / "state").string(),
+                                     "--policy-file",
+                                     (dir_ / "policies.d").string(),
+                                     "--status-socket",
+                                     "none",
+                                     "--metrics-address",
+                                     "none",
+                                     "--reconcile-period",
+                                     "200ms"};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     absl::StatusOr<std::unique_ptr<ChildProcess>> child =
-        ChildProcess::Start({EmulatorPath(),
-                             "--lab",
-                             LabPath(lab_),
-                             "--state-out",
-                             StatePath(),
-                             "--timeout",
-                             "600",
-                             "--",
-                             BinaryPath("agent/rxfleet-agent"),
-                             "--standalone",
-                             "--server",
-                             server,
-                             "--insecure",
-                             "--host-id",
-                             host_id_,
-                             "--label",
-                             "board=" + board_,
-                             "--state-dir",
-                             (dir_ / "state").string(),
-                             "--policy-file",
-                             (dir_ / "policies.d").string(),
-                             "--status-socket",
-                             "none",
-                             "--metrics-address",
-                             "none",
-                             "--reconcile-period",
-                             "200ms"},
-                            {"TMPDIR=" + (dir_ / "tmp").string()});
+        ChildProcess::Start(argv, {"TMPDIR=" + (dir_ / "tmp").string()});
     if (!child.ok()) return false;
     child_ = *std::move(child);
     return true;
