@@ -15,7 +15,8 @@
 // so --channels must be at least n), and every ApplyPolicy goes to the first server; a change
 // is complete when every agent on every server has ACKed it. --server-pid takes the servers'
 // PIDs comma-separated too and reports the sum of their resident memory. The JSON then also
-// has "server_agents": the number of agents on each server, in --server order.
+// has "server_agents": the number of agents on each server, in --server order, and each
+// change "server_all_ms": when the last agent of each server ACKed it.
 //
 // Agents reconnect like rxfleet-agent when their stream ends: exponential backoff (1 s doubling
 // to 60 s, scaled by a random factor in [0.5, 1]), reset by a stream that got a bundle, and at
@@ -278,10 +279,11 @@ class Fleet {
   }
 
   // Times at which agents got their latest bundle (the target's), relative to `start`, sorted.
-  std::vector<double> Latencies(absl::Time start) {
+  // With `stride` > 1, only agents i with i % stride == `server` (the agents of one server).
+  std::vector<double> Latencies(absl::Time start, int stride = 1, int server = 0) {
     absl::MutexLock lock(&mu_);
     std::vector<double> out;
-    for (int i = 0; i < agents_; ++i) {
+    for (int i = server; i < agents_; i += stride) {
       if (versions_[i] >= target_) out.push_back(absl::ToDoubleMilliseconds(times_[i] - start));
     }
     std::sort(out.begin(), out.end());
@@ -678,6 +680,16 @@ int main(int argc, char** argv) {
                     {"p50_ms", percentile(0.5)},
                     {"p99_ms", percentile(0.99)},
                     {"all_ms", all_ms}});
+    if (n_servers > 1) {
+      // When the last agent of each server ACKed: the first server pushes after its own
+      // commit, the others after the change notification and a reload.
+      nlohmann::json server_all = nlohmann::json::array();
+      for (int s = 0; s < n_servers; ++s) {
+        const std::vector<double> own = fleet.Latencies(start, n_servers, s);
+        server_all.push_back(own.empty() ? 0.0 : own.back());
+      }
+      runs.back()["server_all_ms"] = server_all;
+    }
     all_ok = all_ok && reached;
     absl::SleepFor(absl::Seconds(1));  // let the ACK storm's writes settle between changes
   }
