@@ -555,12 +555,12 @@ int main(int argc, char** argv) {
   std::vector<int> server_pids;
   for (absl::string_view pid : absl::StrSplit(server_pid, ',', absl::SkipEmpty())) {
     int parsed = 0;
-    if (!absl::SimpleAtoi(pid, &parsed) || parsed <= 0) {
+    if (!absl::SimpleAtoi(pid, &parsed) || parsed < 0) {
       std::fprintf(stderr, "rxfleet-loadgen: --server-pid: not a PID: %s\n",
                    std::string(pid).c_str());
       return 2;
     }
-    server_pids.push_back(parsed);
+    server_pids.push_back(parsed);  // 0 = unknown: no memory figures, as before
   }
 
   // Streams per process are bounded by file descriptors (one per channel here).
