@@ -1,4 +1,5 @@
-// rxfleet-loadgen: N protocol-level agents (gRPC callback API, no USB) on one rxfleet-server.
+// rxfleet-loadgen: N protocol-level agents (gRPC callback API, no USB) on one rxfleet-server,
+// or spread over several replicas of one fleet.
 //
 // Each agent opens AgentService.Connect, sends Hello and an inventory of one adapter, and ACKs
 // every bundle at once. Agents are spread over C channels, each with its own TCP connection
@@ -8,6 +9,14 @@
 // changes through FleetService and measures, for each, the time from the ApplyPolicy call until
 // every agent has received (and answered) the new bundle. With --server-pid it also reports the
 // server's resident memory before and after the agents connected.
+//
+// Replicas (--server A,B,C: n comma-separated addresses of servers on one database): agent i
+// connects to server i % n, over channels of that server only (channel c goes to server c % n,
+// so --channels must be at least n), and every ApplyPolicy goes to the first server; a change
+// is complete when every agent on every server has ACKed it. --server-pid takes the servers'
+// PIDs comma-separated too and reports the sum of their resident memory. The JSON then also
+// has "server_agents": the number of agents on each server, in --server order, and each
+// change "server_all_ms": when the last agent of each server ACKed it.
 //
 // Agents reconnect like rxfleet-agent when their stream ends: exponential backoff (1 s doubling
 // to 60 s, scaled by a random factor in [0.5, 1]), reset by a stream that got a bundle, and at
@@ -23,6 +32,8 @@
 //   rxfleet-loadgen --server 127.0.0.1:7443 --agents 1000 --channels 1000 --changes 5
 //       --server-pid $(pidof rxfleet-server)
 //   rxfleet-loadgen --server 127.0.0.1:7443 --agents 10000 --storm-rounds 1
+//   rxfleet-loadgen --server 127.0.0.1:7443,127.0.0.1:7444,127.0.0.1:7445 --agents 3000
+//       --changes 5 --server-pid 101,102,103
 //
 // Output: a human summary on stderr and one JSON object on stdout. Exit 0 if every change
 // (every storm round) reached every agent within --timeout, 1 otherwise, 2 for bad flags.
@@ -50,8 +61,11 @@
 #include "CLI/CLI.hpp"
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/retry_after.h"
@@ -70,6 +84,17 @@ int64_t RssKiB(int pid) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
   }
   return -1;
+}
+
+// Sum of RssKiB over `pids`, or -1 if there are none or one of them is unreadable.
+int64_t RssKiB(const std::vector<int>& pids) {
+  int64_t sum = 0;
+  for (int pid : pids) {
+    const int64_t rss = RssKiB(pid);
+    if (rss < 0) return -1;
+    sum += rss;
+  }
+  return pids.empty() ? -1 : sum;
 }
 
 class Fleet;
@@ -254,10 +279,11 @@ class Fleet {
   }
 
   // Times at which agents got their latest bundle (the target's), relative to `start`, sorted.
-  std::vector<double> Latencies(absl::Time start) {
+  // With `stride` > 1, only agents i with i % stride == `server` (the agents of one server).
+  std::vector<double> Latencies(absl::Time start, int stride = 1, int server = 0) {
     absl::MutexLock lock(&mu_);
     std::vector<double> out;
-    for (int i = 0; i < agents_; ++i) {
+    for (int i = server; i < agents_; i += stride) {
       if (versions_[i] >= target_) out.push_back(absl::ToDoubleMilliseconds(times_[i] - start));
     }
     std::sort(out.begin(), out.end());
@@ -481,13 +507,16 @@ int main(int argc, char** argv) {
   int agents = 100;
   int channels = 0;
   int changes = 5;
-  int server_pid = 0;
+  std::string server_pid;
   double timeout_seconds = 300;
   double settle_seconds = 3;
   int storm_rounds = 0;
   CLI::App app("rxfleet-loadgen: protocol-level agents for rxfleet-server fan-out benchmarks",
                "rxfleet-loadgen");
-  app.add_option("--server", server, "rxfleet-server gRPC address")->default_val(server);
+  app.add_option("--server", server,
+                 "rxfleet-server gRPC address, or comma-separated addresses of replicas: agent i "
+                 "goes to the (i mod n)-th, ApplyPolicy to the first")
+      ->default_val(server);
   app.add_option("--agents", agents, "number of agents (streams)")
       ->default_val(agents)
       ->check(CLI::Range(1, 100000));
@@ -498,7 +527,9 @@ int main(int argc, char** argv) {
   app.add_option("--changes", changes, "policy changes to time")
       ->default_val(changes)
       ->check(CLI::Range(1, 1000));
-  app.add_option("--server-pid", server_pid, "PID of the server, to report its resident memory");
+  app.add_option("--server-pid", server_pid,
+                 "PID of the server (comma-separated PIDs of the replicas), to report its "
+                 "resident memory (their sum)");
   app.add_option("--timeout", timeout_seconds, "seconds to wait for connects and for each change")
       ->default_val(timeout_seconds);
   app.add_option("--settle", settle_seconds,
@@ -514,6 +545,23 @@ int main(int argc, char** argv) {
   // stream made it the hottest code at 10,000 streams).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (channels == 0 || channels > agents) channels = agents;
+  const std::vector<std::string> servers = absl::StrSplit(server, ',', absl::SkipEmpty());
+  const int n_servers = static_cast<int>(servers.size());
+  if (n_servers == 0 || n_servers > agents || n_servers > channels) {
+    std::fprintf(stderr,
+                 "rxfleet-loadgen: --server needs 1 to min(--agents, --channels) addresses\n");
+    return 2;
+  }
+  std::vector<int> server_pids;
+  for (absl::string_view pid : absl::StrSplit(server_pid, ',', absl::SkipEmpty())) {
+    int parsed = 0;
+    if (!absl::SimpleAtoi(pid, &parsed) || parsed < 0) {
+      std::fprintf(stderr, "rxfleet-loadgen: --server-pid: not a PID: %s\n",
+                   std::string(pid).c_str());
+      return 2;
+    }
+    server_pids.push_back(parsed);  // 0 = unknown: no memory figures, as before
+  }
 
   // Streams per process are bounded by file descriptors (one per channel here).
   rlimit limit{};
@@ -522,14 +570,14 @@ int main(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &limit);
   }
 
-  const int64_t rss_idle = RssKiB(server_pid);
+  const int64_t rss_idle = RssKiB(server_pids);
   // One agent per channel: a fresh channel per attempt, as rxfleet-agent does. Otherwise a
   // pool of C channels whose subchannels reconnect on their own.
   const bool fresh_channels = channels == agents;
   std::vector<std::shared_ptr<grpc::Channel>> pool;
   std::vector<std::unique_ptr<rxfleet::v1::AgentService::Stub>> stubs;
   for (int c = 0; !fresh_channels && c < channels; ++c) {
-    pool.push_back(Agent::MakeChannel(server, c));
+    pool.push_back(Agent::MakeChannel(servers[c % n_servers], c));
     stubs.push_back(rxfleet::v1::AgentService::NewStub(pool.back()));
   }
 
@@ -538,9 +586,17 @@ int main(int argc, char** argv) {
   Scheduler scheduler;  // destroyed (joined) before the agents its timers refer to
   const absl::Time connect_start = absl::Now();
   fleet.Target(1);
+  // Agent i on server s = i % n is the j = i / n-th agent of that server and uses its channels
+  // s, s + n, s + 2n, ... in turn (with one server: channel i % C).
+  std::vector<int> server_agents(n_servers, 0);
   for (int i = 0; i < agents; ++i) {
-    load.push_back(std::make_unique<Agent>(&fleet, &scheduler, i, server,
-                                           fresh_channels ? nullptr : stubs[i % channels].get()));
+    const int s = i % n_servers;
+    const int j = i / n_servers;
+    const int server_channels = (channels - s + n_servers - 1) / n_servers;
+    ++server_agents[s];
+    load.push_back(std::make_unique<Agent>(
+        &fleet, &scheduler, i, servers[s],
+        fresh_channels ? nullptr : stubs[s + n_servers * (j % server_channels)].get()));
     load.back()->Connect();
   }
   const bool connected = fleet.AwaitAll(connect_start + absl::Seconds(timeout_seconds));
@@ -555,9 +611,9 @@ int main(int argc, char** argv) {
                  storm_rounds);
   }
   absl::SleepFor(absl::Seconds(settle_seconds));
-  const int64_t rss_connected = RssKiB(server_pid);
+  const int64_t rss_connected = RssKiB(server_pids);
 
-  auto fleet_channel = grpc::CreateChannel(server, grpc::InsecureChannelCredentials());
+  auto fleet_channel = grpc::CreateChannel(servers[0], grpc::InsecureChannelCredentials());
   auto fleet_stub = rxfleet::v1::FleetService::NewStub(fleet_channel);
   nlohmann::json runs = nlohmann::json::array();
   bool all_ok = connected;
@@ -624,6 +680,16 @@ int main(int argc, char** argv) {
                     {"p50_ms", percentile(0.5)},
                     {"p99_ms", percentile(0.99)},
                     {"all_ms", all_ms}});
+    if (n_servers > 1) {
+      // When the last agent of each server ACKed: the first server pushes after its own
+      // commit, the others after the change notification and a reload.
+      nlohmann::json server_all = nlohmann::json::array();
+      for (int s = 0; s < n_servers; ++s) {
+        const std::vector<double> own = fleet.Latencies(start, n_servers, s);
+        server_all.push_back(own.empty() ? 0.0 : own.back());
+      }
+      runs.back()["server_all_ms"] = server_all;
+    }
     all_ok = all_ok && reached;
     absl::SleepFor(absl::Seconds(1));  // let the ACK storm's writes settle between changes
   }
@@ -640,6 +706,7 @@ int main(int argc, char** argv) {
            : 0.0},
       {"changes", runs},
       {"storm_rounds", rounds}};
+  if (n_servers > 1) summary["server_agents"] = server_agents;
   std::cout << summary.dump() << std::endl;
   if (rss_idle > 0) {
     std::fprintf(stderr, "server RSS %lld KiB idle -> %lld KiB with %d agents: %.1f KiB/agent\n",
