@@ -49,7 +49,8 @@ struct MigrateSummary {
 
 /// Copies SQLite database `from_path` into the empty PostgreSQL database `to` (a URI,
 /// IsPostgresUri). Holds the source's lock file (server/store/database_lock.h) and the
-/// target's server lock (StoreOptions::server_lock, exclusively) throughout, so no server runs on either.
+/// target's server lock (StoreOptions::server_lock, exclusively) throughout, so no server runs
+/// on either.
 /// Errors (each names the database): InvalidArgument if `to` is not a PostgreSQL URI;
 /// NotFound if there is no file at `from_path`; FailedPrecondition if a server holds either
 /// database or the target is not empty; the stores' open, read and write errors otherwise.

@@ -94,7 +94,8 @@ class PostgresStore final : public Store {
 
  private:
   explicit PostgresStore(const StoreOptions& options);
-  // The connection, (re)opened if it is missing or broken (and the server lock re-taken); throws pq::Error.
+  // The connection, (re)opened if it is missing or broken (and the server lock re-taken);
+  // throws pq::Error.
   pq::Connection& Connected() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Connect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

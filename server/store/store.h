@@ -263,8 +263,8 @@ class Store {
   /// if IsPostgresUri(path), else an SQLite file. Errors: InvalidArgument for bad options;
   /// FailedPrecondition if the file is not an SQLite database, the schema is newer than this
   /// program's, the directory cannot be created, the PostgreSQL database does not exist or
-  /// refuses the credentials, or its server lock is held the other way (ServerLock); Unavailable if it is
-  /// locked or unreachable; Internal for other errors.
+  /// refuses the credentials, or its server lock is held the other way (ServerLock); Unavailable if
+  /// it is locked or unreachable; Internal for other errors.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
 
   virtual ~Store() = default;
