@@ -1,8 +1,8 @@
 // Server replicas on one PostgreSQL database, as real processes with agents under
 // rxfleet-emulate spread over them: a policy applied through one replica changes the registers
 // of the agents on the other and every agent ACKs the same bundle version; each replica lists
-// every host and every event; kill -9 of a replica moves its agents to another, where they
-// converge, with no acknowledged write lost.
+// every host and every event, and a watch on one sees the other's; kill -9 of a replica moves
+// its agents to another, where they converge, with no acknowledged write lost.
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -11,10 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
 #include "tests/integration/server/fleet_processes.h"
 #include "tests/support/postgres.h"
@@ -80,6 +82,22 @@ TEST(ReplicasTest, APolicyThroughOneReplicaReachesTheAgentsOfAllAndAKilledReplic
       absl::Seconds(60)))
       << a.log() << b.log() << on_a.log() << on_b.log() << either.log();
 
+  // A watch on B sees the events recorded through A.
+  grpc::ClientContext watch_context;
+  v1::WatchEventsRequest watch_request;
+  watch_request.mutable_filter()->set_audit(true);
+  std::unique_ptr<grpc::ClientReader<v1::Event>> watch =
+      b.fleet().WatchEvents(&watch_context, watch_request);
+  absl::Mutex watched_mu;
+  std::vector<v1::Event> watched;
+  std::thread watcher([&] {
+    v1::Event event;
+    while (watch->Read(&event)) {
+      absl::MutexLock lock(&watched_mu);
+      watched.push_back(event);
+    }
+  });
+
   // A policy applied through A reaches the agents on B: one bundle version, ACKed by all, the
   // new hold in every register, and B shows A's audit event.
   absl::StatusOr<v1::ApplyPolicyResponse> applied =
@@ -95,6 +113,18 @@ TEST(ReplicasTest, APolicyThroughOneReplicaReachesTheAgentsOfAllAndAKilledReplic
       },
       absl::Seconds(60)))
       << a.log() << b.log();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::MutexLock lock(&watched_mu);
+        return !watched.empty();
+      },
+      absl::Seconds(30)))
+      << b.log();
+  watch_context.TryCancel();
+  watcher.join();
+  ASSERT_EQ(watched.size(), 1u);
+  EXPECT_EQ(watched[0].audit().action(), "ApplyPolicy");
+  EXPECT_EQ(AuditEvents(a, "ApplyPolicy"), 1) << "one event, listed alike on both replicas";
 
   // kill -9 of the replica holding pi5-c: pi5-c moves to the other one and converges on the
   // next change made there; nothing acknowledged is lost.
