@@ -337,6 +337,9 @@ absl::StatusOr<std::unique_ptr<FleetServer>> FleetServer::Start(const FleetServe
                                "gRPC could not bind it (see the gRPC lines above)");
   }
   s.replica_id_ = options.replica_id.empty() ? DefaultReplicaId(s.grpc_port_) : options.replica_id;
+  if (absl::Status claimed = s.store_->ClaimReplicaId(s.replica_id_); !claimed.ok()) {
+    return claimed;
+  }
   s.registry_->SetReplicaId(s.replica_id_);
   s.agent_service_->Start();
   if (grpc::HealthCheckServiceInterface* health = s.grpc_server_->GetHealthCheckService();

@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
 
   CLI::App app(
       "rxfleet-server: fleet registry of rxfleet agents, versioned RX aggregation policies "
-      "pushed to them over gRPC (ACK/NACK), persisted in SQLite.\n"
+      "pushed to them over gRPC (ACK/NACK), persisted in SQLite or in PostgreSQL (shared by "
+      "replicas).\n"
       "TLS is required: pass --tls-cert, --tls-key and --tls-client-ca (agents authenticate with "
       "client certificates, operators with bearer tokens: `rxfleet-server tokens create`), or "
       "--insecure for plaintext without authentication (demos, tests). See docs/SECURITY.md.\n"

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/string_view_compat.h"
@@ -31,6 +32,11 @@ absl::Status ToAbsl(const grpc::Status& status, absl::string_view peer, absl::Du
   const auto code = static_cast<absl::StatusCode>(status.error_code());
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
+      // The server answered, but its PostgreSQL database did not (server/store/pq.h names it).
+      if (absl::StrContains(status.error_message(), "(PostgreSQL ")) {
+        return absl::Status(code, absl::StrCat(peer, " answered but cannot reach its database: ",
+                                               status.error_message()));
+      }
       return absl::Status(code, absl::StrCat("cannot reach ", peer, ": ", status.error_message()));
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return absl::Status(

@@ -121,7 +121,14 @@ int LatestPostgresSchemaVersion() { return kMigrations[std::size(kMigrations) - 
 
 void MigratePostgresSchema(pq::Connection& conn, int target_version) {
   pq::Transaction transaction(conn);
-  conn.Exec("SELECT pg_advisory_xact_lock($1)", pq::Params().Int(kMigrationLock));
+  try {
+    conn.Exec("SELECT pg_advisory_xact_lock($1)", pq::Params().Int(kMigrationLock));
+  } catch (const pq::Error& e) {
+    if (e.sqlstate() != "55P03") throw;  // lock_not_available: the lock timeout passed
+    throw pq::Error("55P03",
+                    "another process is migrating this database's schema and did not finish "
+                    "within the lock timeout; start again when it is done");
+  }
   conn.ExecScript(
       "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
       "description TEXT NOT NULL, applied_time_ns BIGINT NOT NULL)");

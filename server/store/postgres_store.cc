@@ -83,6 +83,16 @@ void PostgresStore::Connect() {
                       "holds the server lock exclusively); start the server when it is done");
     }
   }
+  if (!replica_id_.empty()) {
+    pq::Result claimed =
+        conn->Exec("SELECT pg_try_advisory_lock(hashtextextended('rxfleet-replica:' || $1, 0))",
+                   pq::Params().Text(replica_id_));
+    if (claimed.Int(0, 0) == 0) {
+      throw pq::Error("55000",
+                      absl::StrCat("another rxfleet-server runs with --replica-id ", replica_id_,
+                                   " on this database; give each server its own"));
+    }
+  }
   conn_ = std::move(conn);
 }
 
@@ -102,6 +112,18 @@ absl::StatusOr<std::unique_ptr<Store>> PostgresStore::Open(const StoreOptions& o
     return pq::StatusFromPq(e, "cannot open the database", store->name_);
   }
   return store;
+}
+
+absl::Status PostgresStore::ClaimReplicaId(std::string_view id) {
+  absl::MutexLock lock(&mu_);
+  replica_id_ = std::string(id);
+  try {
+    Connect();  // a fresh session takes the server lock and the claim together
+  } catch (const pq::Error& e) {
+    replica_id_.clear();
+    return pq::StatusFromPq(e, "cannot claim the replica id", name_);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> PostgresStore::SchemaVersion() {

@@ -54,6 +54,7 @@ class PostgresStore final : public Store {
   absl::StatusOr<StoredState> Load(size_t max_events) override;
   absl::StatusOr<ConfigState> LoadConfig() override;
   absl::StatusOr<HostChanges> LoadHostChanges(uint64_t cursor) override;
+  absl::Status ClaimReplicaId(std::string_view id) override;
   absl::StatusOr<std::vector<v1::Event>> LoadEventsAfter(uint64_t version, size_t limit) override;
   absl::StatusOr<PolicyWriteResult> ApplyPolicy(const v1::Policy& policy, absl::Time now) override;
   absl::StatusOr<PolicyDeleteResult> DeletePolicy(std::string_view name,
@@ -102,7 +103,8 @@ class PostgresStore final : public Store {
   const std::string conninfo_;
   const absl::Duration busy_timeout_;
   const ServerLock server_lock_;
-  std::string name_;  // for messages; set once at Open
+  std::string replica_id_ ABSL_GUARDED_BY(mu_);  // ClaimReplicaId's, taken on every connect
+  std::string name_;                             // for messages; set once at Open
   absl::Mutex mu_;
   std::unique_ptr<pq::Connection> conn_ ABSL_GUARDED_BY(mu_);
 };

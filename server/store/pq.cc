@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/string_view_compat.h"
 
 namespace rxfleet::server::pq {
@@ -190,8 +191,12 @@ std::unique_ptr<Connection> Connection::Open(const std::string& conninfo,
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
   if (conn == nullptr) throw Error(kConnectionFailed, "out of memory creating the connection");
   if (PQstatus(conn) != CONNECTION_OK) {
-    const std::string message = Trimmed(PQerrorMessage(conn));
+    std::string message = Trimmed(PQerrorMessage(conn));
     PQfinish(conn);
+    // libpq quotes a connection string it cannot parse, password and all.
+    if (!conninfo.empty()) {
+      absl::StrReplaceAll({{conninfo, "(the connection string)"}}, &message);
+    }
     throw Error(ConnectFailureState(message), absl::StrCat("cannot connect: ", message));
   }
   PQsetNoticeProcessor(conn, &IgnoreNotice, nullptr);

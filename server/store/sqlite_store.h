@@ -35,6 +35,7 @@ class SqliteStore final : public Store {
   absl::StatusOr<StoredState> Load(size_t max_events) override;
   absl::StatusOr<ConfigState> LoadConfig() override;
   absl::StatusOr<HostChanges> LoadHostChanges(uint64_t cursor) override;
+  absl::Status ClaimReplicaId(std::string_view /*id*/) override { return absl::OkStatus(); }
   absl::StatusOr<std::vector<v1::Event>> LoadEventsAfter(uint64_t version, size_t limit) override;
   absl::StatusOr<PolicyWriteResult> ApplyPolicy(const v1::Policy& policy, absl::Time now) override;
   absl::StatusOr<PolicyDeleteResult> DeletePolicy(std::string_view name,

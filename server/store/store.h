@@ -418,6 +418,14 @@ class Store {
   /// take it at once; changes nothing otherwise. Write errors as ApplyPolicy.
   virtual absl::Status ReleaseLease(const LeaseFence& fence) = 0;
 
+  /// Claims replica id `id` for this process for the store's lifetime, so that two servers on
+  /// one database never run under one id (their leases and agent sessions would be one).
+  /// PostgreSQL: a session advisory lock keyed by the id's hash, taken again whenever the
+  /// store reconnects; FailedPrecondition ("another rxfleet-server runs with --replica-id
+  /// ID") if another session holds it. SQLite (one server per file): always OK. Errors also
+  /// as Open's.
+  virtual absl::Status ClaimReplicaId(std::string_view id) = 0;
+
  protected:
   Store() = default;
 };

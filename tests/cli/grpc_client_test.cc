@@ -51,6 +51,11 @@ class FakeFleetService final : public v1::FleetService::Service {
       slow_call_started_.Notify();
       return AwaitCancellation(context);
     }
+    if (request->name() == "db-down") {  // what rxfleet-server says while PostgreSQL is down
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "cannot load policy db-down (PostgreSQL rxfleet@db:5432/rxfleet): "
+                          "cannot connect: connection refused");
+    }
     if (request->name() != "usb3-short") {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           "policy " + request->name() + " does not exist");
@@ -178,6 +183,19 @@ TEST(GrpcClientTlsTest, UnreadableTlsFileIsNamed) {
   ASSERT_FALSE(client.ok());
   EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(client.status().message(), HasSubstr("CA file /nonexistent/ca.pem: cannot be read"));
+}
+
+// A server that answered UNAVAILABLE because its database is down is not "unreachable".
+TEST_F(GrpcClientTest, AServerWhoseDatabaseIsDownIsNotCalledUnreachable) {
+  std::stop_source stop;
+  auto client = ConnectFleet(settings_, stop.get_token());
+  ASSERT_TRUE(client.ok()) << client.status();
+  v1::GetPolicyRequest request;
+  request.set_name("db-down");
+  auto down = (*client)->GetPolicy(request);
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(down.status().message(), HasSubstr("answered but cannot reach its database"));
+  EXPECT_THAT(down.status().message(), ::testing::Not(HasSubstr("cannot reach rxfleet-server")));
 }
 
 }  // namespace

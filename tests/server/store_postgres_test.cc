@@ -121,6 +121,38 @@ TEST_F(PostgresStoreTest, ReplicasShareTheServerLockAndMigrationHoldsItAlone) {
   EXPECT_TRUE(Store::Open(replica).ok());
 }
 
+// Two servers never run under one replica id (their leases and agent sessions would be one):
+// the second claim is refused until the first store is gone.
+TEST_F(PostgresStoreTest, AReplicaIdIsClaimedByOneServerAtATime) {
+  TestDatabase db;
+  StoreOptions replica;
+  replica.path = db.uri();
+  replica.server_lock = ServerLock::kShared;
+  absl::StatusOr<std::unique_ptr<Store>> first = Store::Open(replica);
+  absl::StatusOr<std::unique_ptr<Store>> second = Store::Open(replica);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE((*first)->ClaimReplicaId("fleet-a").ok());
+  const absl::Status twin = (*second)->ClaimReplicaId("fleet-a");
+  EXPECT_EQ(twin.code(), absl::StatusCode::kFailedPrecondition) << twin;
+  EXPECT_THAT(twin.message(), HasSubstr("another rxfleet-server runs with --replica-id fleet-a"));
+  EXPECT_TRUE((*second)->ClaimReplicaId("fleet-b").ok());
+  EXPECT_TRUE((*second)->Load(10).ok()) << "the store works on after a refused claim";
+  first->reset();
+  absl::StatusOr<std::unique_ptr<Store>> later = Store::Open(replica);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_TRUE((*later)->ClaimReplicaId("fleet-a").ok());
+}
+
+// A connection string libpq cannot parse is not echoed with its password.
+TEST_F(PostgresStoreTest, AnUnparsableUriIsNotEchoed) {
+  StoreOptions options;
+  options.path = "postgresql://u:s3cret@[bad/rxfleet";
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), ::testing::Not(HasSubstr("s3cret"))) << store.status();
+}
+
 // Batches are sent in pipeline chunks of 256 statements: a save of 1,000 hosts with 3 adapters
 // each spans many, and a failing row in the last chunk rolls back every chunk before it.
 TEST_F(PostgresStoreTest, LargeBatchesAreAllOrNothing) {
