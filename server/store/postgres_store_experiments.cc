@@ -28,20 +28,11 @@ std::optional<v1::Experiment> FindExperiment(pq::Connection& conn, std::string_v
 }
 
 void UpsertExperiment(pq::Connection& conn, const v1::Experiment& experiment) {
-  pq::Params params;
-  params.Text(experiment.metadata().name())
-      .Int(absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
-  if (experiment.status().has_end_time()) {
-    params.Int(absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
-  } else {
-    params.Null();
-  }
-  params.Record(experiment);
   conn.Exec(
       "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
       "VALUES ($1, $2, $3::int8, $4) ON CONFLICT (name) DO UPDATE SET "
       "end_time_ns = excluded.end_time_ns, record = excluded.record",
-      params);
+      postgres::ExperimentRow(experiment));
 }
 
 }  // namespace

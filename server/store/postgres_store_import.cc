@@ -49,16 +49,7 @@ absl::Status PostgresStore::ImportSnapshot(const StoreSnapshot& snapshot) {
   }
   std::vector<pq::Params> experiment_rows;
   for (const v1::Experiment& experiment : snapshot.experiments) {
-    pq::Params params;
-    params.Text(experiment.metadata().name())
-        .Int(absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
-    if (experiment.status().has_end_time()) {
-      params.Int(absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
-    } else {
-      params.Null();
-    }
-    params.Record(experiment);
-    experiment_rows.push_back(std::move(params));
+    experiment_rows.push_back(postgres::ExperimentRow(experiment));
   }
   std::vector<pq::Params> window_rows;
   window_rows.reserve(snapshot.windows.size());

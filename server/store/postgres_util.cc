@@ -4,6 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/proto/time.h"
 
 namespace rxfleet::server::postgres {
 
@@ -22,6 +24,19 @@ uint64_t SnapshotXmin(pq::Connection& conn) {
     throw pq::Error("XX000", absl::StrCat("snapshot xmin '", text, "' is not a number"));
   }
   return xmin;
+}
+
+pq::Params ExperimentRow(const v1::Experiment& experiment) {
+  pq::Params params;
+  params.Text(experiment.metadata().name())
+      .Int(absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
+  if (experiment.status().has_end_time()) {
+    params.Int(absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
+  } else {
+    params.Null();
+  }
+  params.Record(experiment);
+  return params;
 }
 
 void SetRevision(pq::Connection& conn, int64_t revision) {

@@ -32,6 +32,10 @@ absl::Status CheckFence(pq::Connection& conn, const LeaseFence* fence);
 /// REPEATABLE READ transaction, before its first query.
 uint64_t SnapshotXmin(pq::Connection& conn);
 
+/// The parameters of an `experiments` row: name, create_time_ns, end_time_ns (NULL while it
+/// has none), record.
+pq::Params ExperimentRow(const v1::Experiment& experiment);
+
 /// The NOTIFY channel of revision changes (server/store/change_feed.h listens on it).
 inline constexpr char kRevisionChannel[] = "rxfleet_revision";
 
