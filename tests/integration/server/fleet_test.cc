@@ -36,18 +36,6 @@
 namespace rxfleet {
 namespace {
 
-using ::rxfleet::testing::BinaryPath;
-using ::rxfleet::testing::ChildProcess;
-using ::rxfleet::testing::EmulatorPath;
-using ::rxfleet::testing::LabPath;
-using ::rxfleet::testing::ProcessResult;
-using ::rxfleet::testing::ReadJsonFile;
-using ::rxfleet::testing::RunProcess;
-using ::rxfleet::testing::StartedServer;
-using ::rxfleet::testing::StartServerProcess;
-using ::rxfleet::testing::Stream;
-using ::rxfleet::testing::TempDir;
-using ::rxfleet::testing::WaitFor;
 using ::testing::HasSubstr;
 using ::testing::Not;
 

@@ -29,8 +29,6 @@ namespace rxfleet {
 namespace {
 
 using namespace integration;  // NOLINT(google-build-using-namespace): the test's processes
-using ::rxfleet::testing::TempDir;
-using ::rxfleet::testing::WaitFor;
 
 constexpr char kLeaseTaken[] = "took lease experiments";
 

@@ -25,8 +25,6 @@ namespace rxfleet {
 namespace {
 
 using namespace integration;  // NOLINT(google-build-using-namespace): the test's processes
-using ::rxfleet::testing::TempDir;
-using ::rxfleet::testing::WaitFor;
 
 // The replica holding `host` as `server` lists it (status.replica is HOSTNAME:PORT).
 bool HeldBy(ServerProcess& viewer, const std::string& host, const ServerProcess& holder) {
