@@ -70,7 +70,8 @@ struct FleetServerOptions {
   std::string http_listen;
   /// A host is stale after this long without messages or without ACKing a sent bundle.
   absl::Duration stale_after = absl::Minutes(5);
-  /// Policy changes within this window after the first one are pushed together. [0, 10 s].
+  /// Pushes start at least this far apart; a change after a quiet spell is pushed at once
+  /// (server/registry/debouncer.h). [0, 10 s].
   absl::Duration push_debounce = absl::Milliseconds(100);
   /// How often registry and event changes are written to the database.
   absl::Duration flush_interval = absl::Seconds(1);

@@ -212,8 +212,8 @@ int main(int argc, char** argv) {
       ->default_val(stale_after)
       ->check(DurationValidator(absl::Seconds(1)));
   app.add_option("--push-debounce", push_debounce,
-                 "push policy changes made within this window after the first one together "
-                 "(0..10s)")
+                 "start pushes at least this far apart: a change after a quiet spell is pushed at "
+                 "once, later ones within the window ride along with the next push (0..10s)")
       ->default_val(push_debounce)
       ->check(DurationValidator());
   app.add_option("--experiment-retention", experiment_retention,

@@ -564,18 +564,26 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
     deps_.metrics->push_to_ack_seconds->Observe(absl::ToDoubleSeconds(now - pushed_at));
     const std::string persist_error = ack.persist_error().substr(0, kMaxNackDetailLength);
     if (!persist_error.empty()) deps_.metrics->acks_not_persisted->Increment();
-    if (!deps_.registry->RecordAck(host_id_, stream_id_, ack.version(), now, persist_error)) {
+    bool recovered = false;
+    if (!deps_.registry->RecordAck(host_id_, stream_id_, ack.version(), now, persist_error,
+                                   &recovered)) {
       return;
     }
-    if (persist_error.empty()) {
-      deps_.events->Record(HostEvent(host_id_, v1::EVENT_TYPE_NORMAL, "BundleAcked",
-                                     absl::StrCat("applied bundle version ", ack.version())),
-                           now);
-    } else {
+    // A plain ACK is host status (last_acked_version, last_ack_time) and metrics, not an event:
+    // at fleet scale an event per host and change would replace the whole event log with
+    // routine ACKs on every change. Events mark what an operator must see: a failure, and the
+    // ACK that ends one.
+    if (!persist_error.empty()) {
       deps_.events->Record(HostEvent(host_id_, v1::EVENT_TYPE_WARNING, "BundleNotPersisted",
                                      absl::StrCat("applied bundle version ", ack.version(),
                                                   " but could not save it: ", persist_error)),
                            now);
+    } else if (recovered) {
+      deps_.events->Record(
+          HostEvent(host_id_, v1::EVENT_TYPE_NORMAL, "BundleAcked",
+                    absl::StrCat("applied bundle version ", ack.version(),
+                                 " after an earlier NACK or persist error")),
+          now);
     }
   }
 

@@ -22,7 +22,7 @@ void Debouncer::Trigger() {
   absl::MutexLock lock(&mu_);
   if (scheduled_) return;  // folded into the scheduled run
   scheduled_ = true;
-  due_ = absl::Now() + delay_;
+  due_ = std::max(absl::Now(), last_start_ + delay_);
 }
 
 uint64_t Debouncer::runs() const {
@@ -42,6 +42,7 @@ void Debouncer::Loop() {
     mu_.AwaitWithDeadline(absl::Condition(&stopping_), due_);
     if (stopping_) return;
     scheduled_ = false;  // triggers from now on schedule the next run
+    last_start_ = absl::Now();
     mu_.Unlock();
     action_();
     mu_.Lock();

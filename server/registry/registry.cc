@@ -375,11 +375,15 @@ bool Registry::RecordSent(std::string_view host_id, uint64_t stream, uint64_t ve
 }
 
 bool Registry::RecordAck(std::string_view host_id, uint64_t stream, uint64_t version,
-                         absl::Time now, std::string_view persist_error) {
+                         absl::Time now, std::string_view persist_error, bool* recovered) {
   absl::MutexLock lock(&mu_);
   Entry* entry = Current(host_id, stream);
   if (entry == nullptr) return false;
   v1::HostStatus* status = entry->host.mutable_status();
+  if (recovered != nullptr) {
+    *recovered = (status->has_last_nack() && status->last_nack().version() <= version) ||
+                 (!status->bundle_persist_error().empty() && persist_error.empty());
+  }
   status->set_last_acked_version(version);
   *status->mutable_last_ack_time() = TimeToProto(now);
   status->set_bundle_persist_error(std::string(persist_error));

@@ -97,9 +97,12 @@ class Registry {
   bool RecordSent(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now);
   /// The agent ACKed `version` (nonce already checked by the stream). Clears last_nack.
   /// `persist_error`: the ACK's persist_error (already truncated by the caller), kept as
-  /// status.bundle_persist_error and shown by the BundlePersisted condition.
+  /// status.bundle_persist_error and shown by the BundlePersisted condition. False (nothing
+  /// recorded) when `stream` is not the host's current stream. `recovered`, when given, is set
+  /// to whether this ACK ended a failure the host had reported: a NACK it clears, or an earlier
+  /// persist error while this ACK has none.
   bool RecordAck(std::string_view host_id, uint64_t stream, uint64_t version, absl::Time now,
-                 std::string_view persist_error = {});
+                 std::string_view persist_error = {}, bool* recovered = nullptr);
   /// The agent NACKed. A NACK whose detail names an adapter of the host ("adapter
   /// port-1-1.3") also yields a `BundleNacked` Warning event about that adapter.
   bool RecordNack(std::string_view host_id, uint64_t stream, const v1::NackRecord& nack,

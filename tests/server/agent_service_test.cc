@@ -125,6 +125,52 @@ TEST(AgentServiceTest, ConfigThenBundleAndOnlyTheLatestNonceCounts) {
   EXPECT_EQ(host->status().last_sent_version(), 2u);
 }
 
+// Reasons of the fleet events about host `host_id`, oldest first.
+std::vector<std::string> HostEventReasons(TestServer& server, const std::string& host_id) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+  v1::ListEventsRequest request;
+  v1::ListEventsResponse response;
+  std::vector<std::string> reasons;
+  if (!server.fleet().ListEvents(&context, request, &response).ok()) return reasons;
+  for (const v1::Event& event : response.events()) {
+    if (event.host_id() == host_id) reasons.push_back(event.reason());
+  }
+  return reasons;
+}
+
+TEST(AgentServiceTest, APlainAckIsNoEventButTheAckEndingANackIs) {
+  std::unique_ptr<TestServer> server = TestServer::Start();
+  ASSERT_NE(server, nullptr);
+  TestAgent agent(server->address());
+  ASSERT_TRUE(agent.Connect("h1"));
+  std::optional<v1::PolicyBundle> first = agent.WaitForBundle(1);
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(agent.Ack(*first));
+  ASSERT_TRUE(WaitFor([&] { return server->GetHost("h1")->status().last_acked_version() == 1; }));
+  EXPECT_THAT(HostEventReasons(*server, "h1"), ::testing::ElementsAre("Connected"));
+
+  ASSERT_TRUE(server->ApplyHold("usb3-short", 32).ok());
+  std::optional<v1::PolicyBundle> second = agent.WaitForBundle(2);
+  ASSERT_TRUE(second.has_value());
+  ASSERT_TRUE(agent.Nack(*second, "policy 'usb3-short': test rejection"));
+  ASSERT_TRUE(WaitFor([&] { return server->GetHost("h1")->status().has_last_nack(); }));
+  ASSERT_TRUE(server->ApplyHold("usb3-short", 64).ok());
+  std::optional<v1::PolicyBundle> third = agent.WaitForBundle(3);
+  ASSERT_TRUE(third.has_value());
+  ASSERT_TRUE(agent.Ack(*third));
+  ASSERT_TRUE(WaitFor([&] { return server->GetHost("h1")->status().last_acked_version() == 3; }));
+  EXPECT_FALSE(server->GetHost("h1")->status().has_last_nack());
+  ASSERT_TRUE(server->ApplyHold("usb3-short", 96).ok());
+  std::optional<v1::PolicyBundle> fourth = agent.WaitForBundle(4);
+  ASSERT_TRUE(fourth.has_value());
+  ASSERT_TRUE(agent.Ack(*fourth));
+  ASSERT_TRUE(WaitFor([&] { return server->GetHost("h1")->status().last_acked_version() == 4; }));
+  // The NACK and the ACK that ended it; the routine ACKs before and after are host status only.
+  EXPECT_THAT(HostEventReasons(*server, "h1"),
+              ::testing::ElementsAre("Connected", "BundleNacked", "BundleAcked"));
+}
+
 TEST(AgentServiceTest, ANewerStreamOfTheSameHostReplacesTheOlder) {
   std::unique_ptr<TestServer> server = TestServer::Start();
   ASSERT_NE(server, nullptr);

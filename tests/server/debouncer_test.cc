@@ -1,9 +1,11 @@
-// server/registry/debouncer: bursts fold into one run; runs never overlap.
+// server/registry/debouncer: a change after a quiet spell runs at once, bursts fold into one
+// more run at least the delay later, runs never overlap.
 #include "server/registry/debouncer.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 
@@ -21,19 +23,35 @@ bool WaitFor(F condition, absl::Duration timeout) {
   return true;
 }
 
-TEST(DebouncerTest, BurstBecomesOneRunAfterTheDelay) {
-  std::atomic<int> runs = 0;
+TEST(DebouncerTest, AChangeAfterAQuietSpellRunsAtOnce) {
+  // The delay is far longer than any scheduling hiccup: a run that waited for it would show.
   const absl::Time start = absl::Now();
   std::atomic<int64_t> first_run_ms = -1;
-  Debouncer debouncer(absl::Milliseconds(100), [&] {
-    if (runs.fetch_add(1) == 0) first_run_ms = absl::ToInt64Milliseconds(absl::Now() - start);
+  Debouncer debouncer(absl::Seconds(20), [&] {
+    first_run_ms = absl::ToInt64Milliseconds(absl::Now() - start);
   });
-  for (int i = 0; i < 1000; ++i) debouncer.Trigger();
+  debouncer.Trigger();
+  ASSERT_TRUE(WaitFor([&] { return debouncer.runs() == 1; }, absl::Seconds(10)));
+  EXPECT_LT(first_run_ms.load(), 10000);
+}
+
+TEST(DebouncerTest, ABurstCostsTwoRunsAtLeastTheDelayApart) {
+  std::atomic<int> runs = 0;
+  std::vector<absl::Time> starts;  // written by the debouncer's thread only
+  Debouncer debouncer(absl::Milliseconds(300), [&] {
+    starts.push_back(absl::Now());
+    ++runs;
+  });
+  debouncer.Trigger();
   ASSERT_TRUE(WaitFor([&] { return debouncer.runs() == 1; }, absl::Seconds(5)));
-  EXPECT_GE(first_run_ms.load(), 100);
-  // Nothing was left scheduled by the burst.
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(runs.load(), 1);
+  // A burst right after a run: folded into one more run, a delay after the first started.
+  for (int i = 0; i < 1000; ++i) debouncer.Trigger();
+  ASSERT_TRUE(WaitFor([&] { return debouncer.runs() == 2; }, absl::Seconds(5)));
+  // Nothing else was left scheduled by the burst.
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_EQ(runs.load(), 2);
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_GE(starts[1] - starts[0], absl::Milliseconds(300));
 }
 
 TEST(DebouncerTest, TriggerDuringARunSchedulesExactlyOneMoreRun) {
@@ -71,9 +89,11 @@ TEST(DebouncerTest, DestructorDropsAScheduledRun) {
   std::atomic<int> runs = 0;
   {
     Debouncer debouncer(absl::Seconds(30), [&] { ++runs; });
-    debouncer.Trigger();
+    debouncer.Trigger();  // runs at once
+    ASSERT_TRUE(WaitFor([&] { return debouncer.runs() == 1; }, absl::Seconds(5)));
+    debouncer.Trigger();  // due 30 s after the first run started
   }
-  EXPECT_EQ(runs.load(), 0);
+  EXPECT_EQ(runs.load(), 1);
 }
 
 }  // namespace
