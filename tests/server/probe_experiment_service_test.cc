@@ -65,9 +65,9 @@ v1::Experiment ProbeExperiment() {
   return e;
 }
 
-// A host whose agent runs probes: it ACKs every bundle and, for every finished period, sends
-// one window without passive traffic whose probe ran if the window was the adapter's turn;
-// the `short` arm loses half of the datagrams.
+// A host whose agent runs probes: it ACKs every bundle and, for every finished period of any
+// assignment it got, sends one window without passive traffic whose probe ran if the window was the
+// adapter's turn; the `short` arm loses half of the datagrams.
 class ProbeAgent {
  public:
   ProbeAgent(const std::string& address, std::string host_id, int adapter_count)
@@ -98,8 +98,15 @@ class ProbeAgent {
       agent_.Ack(*bundle);
       acked_nonce_ = bundle->nonce();
     }
+    // Every assignment the agent got, not only the newest bundle's: the bundle of the next
+    // period may arrive the moment a period ends, and the ended period still gets its window.
+    std::vector<v1::ExperimentAssignment> assignments;
+    for (const v1::ServerMessage& m : agent_.received()) {
+      if (!m.has_bundle()) continue;
+      for (const v1::ExperimentAssignment& a : m.bundle().assignments()) assignments.push_back(a);
+    }
     const absl::Time now = absl::Now();
-    for (const v1::ExperimentAssignment& a : bundle->assignments()) {
+    for (const v1::ExperimentAssignment& a : assignments) {
       if (now < common::TimeFromProto(a.period_end_time()) ||
           !reported_.insert({a.adapter_id(), a.period_index()}).second) {
         continue;
