@@ -282,7 +282,9 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
   *to_store.mutable_metadata() = input.metadata();
   *to_store.mutable_spec() = input.spec();
   const std::string& expected = input.metadata().resource_version();
-  const std::vector<v1::Adapter> adapters = deps_.registry->ListAdapters(false);
+  const std::shared_ptr<const std::vector<v1::Adapter>> snapshot_of_adapters =
+      deps_.registry->AdapterSnapshot();
+  const std::vector<v1::Adapter>& adapters = *snapshot_of_adapters;
   if (!converted->settings.Empty()) {
     if (absl::Status refused = RefuseSettingsOnObserveOnly(absl::StrCat("policy '", name, "'"),
                                                            converted->selector, adapters);
@@ -383,7 +385,7 @@ absl::StatusOr<v1::Policy> FleetApi::GetPolicy(const v1::GetPolicyRequest& reque
   if (it == snapshot->policies.end()) {
     return absl::NotFoundError(absl::StrCat("policy ", request.name(), " does not exist"));
   }
-  return WithStatus(it->second, *snapshot, deps_.registry->ListAdapters(false));
+  return WithStatus(it->second, *snapshot, *deps_.registry->AdapterSnapshot());
 }
 
 absl::StatusOr<v1::ListPoliciesResponse> FleetApi::ListPolicies(
@@ -398,7 +400,7 @@ absl::StatusOr<v1::ListPoliciesResponse> FleetApi::ListPolicies(
 
   std::shared_ptr<const PolicySnapshot> snapshot = deps_.policies->snapshot();
   const std::map<std::string, v1::PolicyStatus> statuses =
-      PolicyStatuses(*snapshot, deps_.registry->ListAdapters(false), experiments_);
+      PolicyStatuses(*snapshot, *deps_.registry->AdapterSnapshot(), experiments_);
   v1::ListPoliciesResponse response;
   PageFill page(*page_size);
   for (auto it = snapshot->policies.upper_bound(*after); it != snapshot->policies.end(); ++it) {
@@ -419,7 +421,9 @@ absl::StatusOr<v1::DeletePolicyResponse> FleetApi::DeletePolicy(
     const v1::DeletePolicyRequest& request, const Caller& caller) {
   const std::string& name = request.name();
   if (name.empty()) return Required("name");
-  const std::vector<v1::Adapter> adapters = deps_.registry->ListAdapters(false);
+  const std::shared_ptr<const std::vector<v1::Adapter>> snapshot_of_adapters =
+      deps_.registry->AdapterSnapshot();
+  const std::vector<v1::Adapter>& adapters = *snapshot_of_adapters;
   absl::MutexLock lock(&write_mu_);
   std::shared_ptr<const PolicySnapshot> before = deps_.policies->snapshot();
   auto existing = before->policies.find(name);

@@ -32,7 +32,8 @@ class Debouncer {
   Debouncer(const Debouncer&) = delete;
   Debouncer& operator=(const Debouncer&) = delete;
 
-  /// Schedules a run, at once after a quiet spell (see the class comment). Thread-safe, never blocks on the action.
+  /// Schedules a run, at once after a quiet spell (see the class comment). Thread-safe, never
+  /// blocks on the action.
   void Trigger();
 
   /// Number of completed action runs.

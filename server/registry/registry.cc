@@ -239,6 +239,7 @@ uint64_t Registry::Connect(const v1::Hello& hello, std::string_view peer, absl::
   for (auto& [adapter_id, adapter] : entry.adapters) {
     *adapter.mutable_metadata()->mutable_labels() = hello.labels();
   }
+  if (!entry.adapters.empty()) ++adapters_generation_;
   entry.stream = next_stream_++;
   entry.remote = false;
   entry.last_sent_time = absl::InfinitePast();
@@ -286,6 +287,7 @@ void Registry::PutAdapter(Entry& entry, v1::Adapter adapter, absl::Time now) {
   }
   *meta->mutable_update_time() = TimeToProto(now);
   entry.adapters[id] = std::move(adapter);
+  ++adapters_generation_;
 }
 
 bool Registry::ReplaceAdapters(std::string_view host_id, uint64_t stream,
@@ -306,6 +308,7 @@ bool Registry::ReplaceAdapters(std::string_view host_id, uint64_t stream,
     }
     std::map<std::string, v1::Adapter> previous = std::move(entry->adapters);
     entry->adapters.clear();
+    ++adapters_generation_;
     for (const v1::Adapter& adapter : adapters) {
       auto old = previous.find(adapter.metadata().name());
       if (old != previous.end()) {
@@ -354,7 +357,9 @@ bool Registry::UpdateAdapters(std::string_view host_id, uint64_t stream,
       }
       PutAdapter(*entry, adapter, now);
     }
-    for (const std::string& id : removed) entry->adapters.erase(id);
+    for (const std::string& id : removed) {
+      if (entry->adapters.erase(id) > 0) ++adapters_generation_;
+    }
     *entry->host.mutable_status()->mutable_last_seen_time() = TimeToProto(now);
     MarkDirty(entry->host.metadata().name(), now,
               /*adapters=*/!changed.empty() || !removed.empty());
@@ -515,6 +520,21 @@ std::vector<v1::Adapter> Registry::ListAdapters(bool include_gone) const {
   return out;
 }
 
+std::shared_ptr<const std::vector<v1::Adapter>> Registry::AdapterSnapshot() const {
+  absl::MutexLock lock(&mu_);
+  if (snapshot_ == nullptr || snapshot_generation_ != adapters_generation_) {
+    auto adapters = std::make_shared<std::vector<v1::Adapter>>();
+    for (const auto& [host_id, entry] : hosts_) {
+      for (const auto& [id, adapter] : entry.adapters) {
+        if (!IsGone(adapter)) adapters->push_back(adapter);
+      }
+    }
+    snapshot_ = std::move(adapters);
+    snapshot_generation_ = adapters_generation_;
+  }
+  return snapshot_;
+}
+
 std::vector<v1::Adapter> Registry::HostAdapters(std::string_view host_id) const {
   absl::MutexLock lock(&mu_);
   std::vector<v1::Adapter> out;
@@ -652,6 +672,7 @@ size_t Registry::ApplyRemote(std::vector<HostRecord> records) {
     entry.host.mutable_status()->clear_adapter_count();
     entry.host.mutable_status()->clear_conditions();
     if (record.adapters_changed || created) {
+      ++adapters_generation_;
       entry.adapters.clear();
       for (v1::Adapter& adapter : record.adapters) {
         const std::string adapter_id = adapter.metadata().name();

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
 #include "server/registry/policy_set.h"
 
@@ -142,6 +143,66 @@ TEST(RegistryTest, InventoryReplacesAndUpdatesMerge) {
   adapters = registry.ListAdapters(true);
   ASSERT_EQ(adapters.size(), 1u);
   EXPECT_EQ(adapters[0].metadata().name(), "port-2-2");
+}
+
+// The adapter snapshot for policy writes is shared until an adapter changes, and then it is
+// rebuilt with the change: never a stale list, never a copy per call in between.
+TEST(RegistryTest, AdapterSnapshotIsSharedUntilAnAdapterChanges) {
+  Registry registry({}, {});
+  const uint64_t s1 = registry.Connect(MakeHello("h1"), "peer", kT0);
+  ASSERT_TRUE(registry.ReplaceAdapters("h1", s1, {MakeAdapter("port-1-1")}, kT0));
+  const auto names = [](const std::vector<v1::Adapter>& adapters) {
+    std::vector<std::string> out;
+    for (const v1::Adapter& a : adapters) {
+      out.push_back(absl::StrCat(a.host_id(), "/", a.metadata().name(), "/",
+                                 a.metadata().labels().at("board")));
+    }
+    return out;
+  };
+  std::shared_ptr<const std::vector<v1::Adapter>> first = registry.AdapterSnapshot();
+  EXPECT_THAT(names(*first), ::testing::ElementsAre("h1/port-1-1/pi5"));
+
+  // Host status changes keep it.
+  ASSERT_TRUE(registry.RecordSent("h1", s1, 2, kT0));
+  ASSERT_TRUE(registry.RecordAck("h1", s1, 2, kT0));
+  registry.Touch("h1", s1, kT0 + absl::Seconds(1));
+  EXPECT_EQ(registry.AdapterSnapshot(), first);
+
+  // Every kind of adapter change gives a new one with the change.
+  ASSERT_TRUE(registry.UpdateAdapters("h1", s1, {MakeAdapter("port-1-2")}, {}, kT0));
+  std::shared_ptr<const std::vector<v1::Adapter>> updated = registry.AdapterSnapshot();
+  EXPECT_NE(updated, first);
+  EXPECT_THAT(names(*updated), ::testing::ElementsAre("h1/port-1-1/pi5", "h1/port-1-2/pi5"));
+  EXPECT_EQ(registry.AdapterSnapshot(), updated);
+
+  ASSERT_TRUE(registry.UpdateAdapters("h1", s1, {}, {"port-1-1"}, kT0));
+  EXPECT_THAT(names(*registry.AdapterSnapshot()), ::testing::ElementsAre("h1/port-1-2/pi5"));
+
+  ASSERT_TRUE(registry.UpdateAdapters("h1", s1, {MakeAdapter("port-1-2", v1::ADAPTER_STATE_GONE)},
+                                      {}, kT0));
+  EXPECT_THAT(names(*registry.AdapterSnapshot()), ::testing::IsEmpty());
+
+  ASSERT_TRUE(registry.ReplaceAdapters("h1", s1, {MakeAdapter("port-2-1")}, kT0));
+  EXPECT_THAT(names(*registry.AdapterSnapshot()), ::testing::ElementsAre("h1/port-2-1/pi5"));
+
+  // New host labels reach the adapters' copies.
+  const uint64_t s2 = registry.Connect(MakeHello("h1", "pi4"), "peer", kT0);
+  EXPECT_THAT(names(*registry.AdapterSnapshot()), ::testing::ElementsAre("h1/port-2-1/pi4"));
+
+  // Another replica's rows.
+  HostRecord remote;
+  remote.host.mutable_metadata()->set_name("h2");
+  (*remote.host.mutable_metadata()->mutable_labels())["board"] = "pi1";
+  remote.adapters_changed = true;
+  v1::Adapter adapter = MakeAdapter("port-9");
+  adapter.set_host_id("h2");
+  (*adapter.mutable_metadata()->mutable_labels())["board"] = "pi1";
+  remote.adapters = {adapter};
+  remote.session_replica = "b:7443";
+  EXPECT_EQ(registry.ApplyRemote({remote}), 1u);
+  EXPECT_THAT(names(*registry.AdapterSnapshot()),
+              ::testing::ElementsAre("h1/port-2-1/pi4", "h2/port-9/pi1"));
+  EXPECT_TRUE(registry.Disconnect("h1", s2, kT0));
 }
 
 TEST(RegistryTest, AckClearsAnOlderNackAndDrivesInSync) {
