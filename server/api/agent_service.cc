@@ -579,11 +579,10 @@ class AgentStream final : public std::enable_shared_from_this<AgentStream> {
                                                   " but could not save it: ", persist_error)),
                            now);
     } else if (recovered) {
-      deps_.events->Record(
-          HostEvent(host_id_, v1::EVENT_TYPE_NORMAL, "BundleAcked",
-                    absl::StrCat("applied bundle version ", ack.version(),
-                                 " after an earlier NACK or persist error")),
-          now);
+      deps_.events->Record(HostEvent(host_id_, v1::EVENT_TYPE_NORMAL, "BundleAcked",
+                                     absl::StrCat("applied bundle version ", ack.version(),
+                                                  " after an earlier NACK or persist error")),
+                           now);
     }
   }
 

@@ -27,9 +27,8 @@ TEST(DebouncerTest, AChangeAfterAQuietSpellRunsAtOnce) {
   // The delay is far longer than any scheduling hiccup: a run that waited for it would show.
   const absl::Time start = absl::Now();
   std::atomic<int64_t> first_run_ms = -1;
-  Debouncer debouncer(absl::Seconds(20), [&] {
-    first_run_ms = absl::ToInt64Milliseconds(absl::Now() - start);
-  });
+  Debouncer debouncer(absl::Seconds(20),
+                      [&] { first_run_ms = absl::ToInt64Milliseconds(absl::Now() - start); });
   debouncer.Trigger();
   ASSERT_TRUE(WaitFor([&] { return debouncer.runs() == 1; }, absl::Seconds(10)));
   EXPECT_LT(first_run_ms.load(), 10000);
