@@ -1,0 +1,577 @@
+// The hold tuning planner (see planner.h for the method and its sources).
+
+#include "server/tuning/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/chips/family.h"
+#include "common/chips/rx_agg.h"
+#include "common/string_view_compat.h"
+#include "common/units.h"
+#include "server/experiments/assignment.h"
+#include "server/experiments/guardrails.h"
+
+namespace rxfleet::tuning {
+namespace {
+
+using experiments::Window;
+
+absl::Duration Grace(const HoldTuning& t) { return t.window_length + experiments::kEdgeTolerance; }
+
+absl::Time PeriodStart(const HoldTuning& t, const SegmentState& s, uint32_t period) {
+  return s.epoch_start + t.period_length * static_cast<int64_t>(period);
+}
+
+uint32_t PeriodIndex(const HoldTuning& t, const SegmentState& s, absl::Time time) {
+  return static_cast<uint32_t>(absl::IDivDuration(time - s.epoch_start, t.period_length, nullptr));
+}
+
+// The most periods an epoch may span: the comparison experiment's 90-day limit.
+uint32_t MaxEpochPeriods(const HoldTuning& t) {
+  return static_cast<uint32_t>(
+      absl::IDivDuration(experiments::kMaxExperimentDuration, t.period_length, nullptr));
+}
+
+std::vector<std::string> AdapterOrder(const HoldTuning& t, const SegmentInput& input) {
+  std::vector<std::pair<uint64_t, std::string>> keyed;
+  const std::string prefix = absl::StrCat(
+      t.name, std::string(1, '\0'), absl::StrJoin(input.segment, "\x1f"), std::string(1, '\0'));
+  for (const common::AdapterAttributes& a : input.adapters) {
+    std::string key = experiments::AdapterKey(a.host, a.adapter_id);
+    keyed.emplace_back(experiments::StableHash64(prefix + key), std::move(key));
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<std::string> order;
+  for (auto& [hash, key] : keyed) order.push_back(std::move(key));
+  return order;
+}
+
+// The slot s of a round -> (adapter index into adapter_order, challenger index).
+std::pair<size_t, size_t> Slot(const Round& r, uint64_t s) {
+  const uint64_t n = r.adapter_order.size();
+  const uint64_t k = r.challengers_us.size();
+  const uint64_t cycle = std::lcm(n, k);
+  return {static_cast<size_t>((s + s / cycle) % n), static_cast<size_t>(s % k)};
+}
+
+CandidateState Challenger(uint32_t hold) {
+  CandidateState c;
+  c.hold_us = hold;
+  return c;
+}
+
+CandidateState* FindChallenger(SegmentState& s, uint32_t hold) {
+  for (CandidateState& c : s.challengers) {
+    if (c.hold_us == hold) return &c;
+  }
+  return nullptr;
+}
+
+const CandidateState* FindChallenger(const SegmentState& s, uint32_t hold) {
+  return FindChallenger(const_cast<SegmentState&>(s), hold);
+}
+
+// A slot's challenger no longer runs from its guardrail elimination on.
+bool RunsAt(const CandidateState* c, absl::Time time) {
+  return c != nullptr && !(c->status == CandidateStatus::kGuardrail && c->changed <= time);
+}
+
+std::vector<uint32_t> AllHolds(const SegmentState& s) {
+  std::vector<uint32_t> holds;
+  for (const CandidateState& c : s.challengers) holds.push_back(c.hold_us);
+  return holds;
+}
+
+std::vector<ChallengerInfo> Infos(const SegmentState& s) {
+  std::vector<ChallengerInfo> out;
+  for (const CandidateState& c : s.challengers) {
+    out.push_back({c.hold_us, std::string(CandidateStatusName(c.status)), c.message});
+  }
+  return out;
+}
+
+uint32_t EndPeriod(const SegmentState& s) {
+  return s.rounds.empty() ? 0 : s.rounds.back().end_period;
+}
+
+void Transition(SegmentState& s, Phase phase, std::string_view reason, std::string message,
+                absl::Time now) {
+  s.phase = phase;
+  s.reason = std::string(reason);
+  s.message = std::move(message);
+  s.last_transition = now;
+}
+
+// Ends the exploration with the incumbent kept, with the evidence of the whole epoch.
+absl::Status KeepIncumbent(const HoldTuning& t, SegmentState& s, std::string message,
+                           std::span<const Window> windows, absl::Time now) {
+  if (!s.challengers.empty() && EndPeriod(s) > 0) {
+    std::vector<ChallengerInfo> infos = Infos(s);
+    absl::StatusOr<Evidence> ev = ComputeEvidence(t, s.segment, s.incumbent_hold_us, infos,
+                                                  s.epoch_start, 0, EndPeriod(s), windows, now);
+    if (!ev.ok()) return ev.status();
+    s.final_evidence = *std::move(ev);
+  }
+  Transition(s, Phase::kStopped, kReasonIncumbentKept, std::move(message), now);
+  return absl::OkStatus();
+}
+
+// Starts the next exploration round at `first_period` (even), or ends the exploration.
+absl::Status StartRound(const HoldTuning& t, SegmentState& s, const SegmentInput& input,
+                        uint32_t first_period, std::span<const Window> windows, absl::Time now) {
+  std::vector<uint32_t> survivors;
+  for (const CandidateState& c : s.challengers) {
+    if (c.status == CandidateStatus::kActive) survivors.push_back(c.hold_us);
+  }
+  if (survivors.empty()) {
+    return KeepIncumbent(t, s, "every challenger was eliminated by a guardrail", windows, now);
+  }
+  const size_t n = input.adapters.size();
+  const uint32_t m = static_cast<uint32_t>(t.budget.adapter_share * static_cast<double>(n));
+  if (m == 0) {
+    return KeepIncumbent(t, s,
+                         absl::StrCat("the segment has ", n, " adapters; adapterShare ",
+                                      t.budget.adapter_share, " lets none run a challenger"),
+                         windows, now);
+  }
+  const uint64_t committed = CommittedWindows(t, s);
+  const uint64_t remaining = s.budget_windows > committed ? s.budget_windows - committed : 0;
+  const uint32_t rounds_left = ExplorationRounds(survivors.size());
+  const uint64_t per_challenger = remaining / (uint64_t{rounds_left} * survivors.size());
+  const uint64_t periods_each = per_challenger / t.WindowsPerPeriod();
+  if (periods_each == 0) {
+    return KeepIncumbent(t, s,
+                         absl::StrCat("the exploration budget is spent (", committed, " of ",
+                                      s.budget_windows, " windows)"),
+                         windows, now);
+  }
+  Round r;
+  r.number = s.rounds.empty() ? 1 : s.rounds.back().number + 1;
+  r.confirmation = survivors.size() == 1;
+  r.first_period = first_period;
+  r.challengers_us = survivors;
+  r.windows_per_challenger = per_challenger;
+  r.slots = periods_each * survivors.size();
+  r.explorers = m;
+  r.adapter_order = AdapterOrder(t, input);
+  const uint64_t blocks = (r.slots + m - 1) / m;
+  if (first_period + 2 * blocks > MaxEpochPeriods(t)) {
+    return KeepIncumbent(t, s,
+                         absl::StrCat("round ", r.number,
+                                      " would end after the 90-day limit of "
+                                      "an exploration; raise adapterShare or lower maxWindows"),
+                         windows, now);
+  }
+  r.end_period = first_period + static_cast<uint32_t>(2 * blocks);
+  for (uint32_t hold : survivors) FindChallenger(s, hold)->last_round = r.number;
+  s.rounds.push_back(std::move(r));
+  return absl::OkStatus();
+}
+
+// The recheck epoch of an adopted hold, starting at `now`.
+void StartRecheck(const HoldTuning& t, SegmentState& s, const SegmentInput& input, absl::Time now) {
+  s.epoch_start = now;
+  s.rounds.clear();
+  s.challengers = {CandidateState{*s.previous_hold_us, CandidateStatus::kActive, 1, now, ""}};
+  Round r;
+  r.recheck = true;
+  r.challengers_us = {*s.previous_hold_us};
+  r.explorers = static_cast<uint32_t>(t.recheck_share * static_cast<double>(input.adapters.size()));
+  r.adapter_order = AdapterOrder(t, input);
+  const uint32_t blocks = std::min(kRecheckEpochBlocks, MaxEpochPeriods(t) / 2);
+  r.end_period = 2 * blocks;
+  r.slots = uint64_t{r.explorers} * blocks;
+  s.rounds.push_back(std::move(r));
+  s.budget_windows = 0;
+}
+
+// Eliminates challengers whose guardrails are credibly broken in the epoch's windows.
+absl::Status ApplyGuardrails(const HoldTuning& t, SegmentState& s, std::span<const Window> windows,
+                             absl::Time now) {
+  if (t.guardrails.empty() || s.challengers.empty()) return absl::OkStatus();
+  const std::vector<uint32_t> holds = AllHolds(s);
+  absl::StatusOr<experiments::Experiment> e = ComparisonExperiment(
+      t, s.segment, s.incumbent_hold_us, holds, t.period_length * EndPeriod(s));
+  if (!e.ok()) return e.status();
+  std::vector<Window> used;
+  for (const Window& w : windows) {
+    if (w.segment == s.segment && w.period_index < EndPeriod(s)) used.push_back(w);
+  }
+  std::vector<experiments::StoppedArm> stopped;
+  for (const CandidateState& c : s.challengers) {
+    if (c.status != CandidateStatus::kActive) {
+      stopped.push_back({HoldArmName(c.hold_us), s.segment, "Eliminated", c.message, c.changed});
+    }
+  }
+  absl::StatusOr<std::vector<experiments::GuardrailDecision>> decisions =
+      experiments::EvaluateGuardrails(*e, s.epoch_start, used, stopped);
+  if (!decisions.ok()) return decisions.status();
+  for (const experiments::GuardrailDecision& d : *decisions) {
+    for (CandidateState& c : s.challengers) {
+      if (HoldArmName(c.hold_us) != d.arm) continue;
+      c.status = CandidateStatus::kGuardrail;
+      c.changed = now;
+      c.message = d.message;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Ranks the round's active challengers by the round's paired relative difference and keeps
+// the better ceil(n / 2) (Karnin et al. 2013, Algorithm 1).
+absl::Status Halve(const HoldTuning& t, SegmentState& s, std::span<const Window> windows,
+                   absl::Time now) {
+  const Round& r = s.rounds.back();
+  absl::StatusOr<experiments::Experiment> e = ComparisonExperiment(
+      t, s.segment, s.incumbent_hold_us, AllHolds(s), t.period_length * r.end_period);
+  if (!e.ok()) return e.status();
+  std::vector<Window> used;
+  for (const Window& w : windows) {
+    if (w.segment == s.segment && w.period_index >= r.first_period &&
+        w.period_index < r.end_period) {
+      used.push_back(w);
+    }
+  }
+  absl::StatusOr<experiments::Aggregate> aggregate =
+      experiments::AggregateWindows(*e, s.epoch_start, used);
+  if (!aggregate.ok()) return aggregate.status();
+  const experiments::SegmentData* sd = nullptr;
+  for (const experiments::SegmentData& d : aggregate->segments) {
+    if (d.values == s.segment) sd = &d;
+  }
+  struct Scored {
+    double score;
+    size_t order;
+    uint32_t hold;
+  };
+  std::vector<Scored> scored;
+  for (size_t i = 0; i < s.challengers.size(); ++i) {
+    const CandidateState& c = s.challengers[i];
+    if (c.status != CandidateStatus::kActive) continue;
+    double score = -std::numeric_limits<double>::infinity();
+    std::vector<double> treatment, control;
+    if (sd != nullptr) sd->Pairs(i + 1, 0, t.objective.metric, &treatment, &control);
+    if (!treatment.empty()) {
+      const double mt = std::accumulate(treatment.begin(), treatment.end(), 0.0);
+      const double mc = std::accumulate(control.begin(), control.end(), 0.0);
+      const double rel = mc != 0 ? (mt - mc) / std::fabs(mc) : mt - mc;
+      score = t.objective.direction == Direction::kMaximize ? rel : -rel;
+    }
+    scored.push_back({score, i, c.hold_us});
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const Scored& a, const Scored& b) { return a.score > b.score; });
+  const size_t keep = (scored.size() + 1) / 2;
+  for (size_t rank = keep; rank < scored.size(); ++rank) {
+    CandidateState& c = s.challengers[scored[rank].order];
+    c.status = CandidateStatus::kHalved;
+    c.changed = now;
+    c.message = absl::StrFormat("ranked %d of %d in round %d (paired relative difference %s)",
+                                rank + 1, scored.size(), r.number,
+                                std::isfinite(scored[rank].score)
+                                    ? absl::StrFormat("%+.2f %%", scored[rank].score * 100)
+                                    : std::string("unknown: no pairs"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SegmentState> UpdateExploring(const HoldTuning& t, SegmentState s,
+                                             const SegmentInput& input,
+                                             std::span<const Window> windows, absl::Time now) {
+  if (absl::Status st = ApplyGuardrails(t, s, windows, now); !st.ok()) return st;
+  const Round& r = s.rounds.back();
+  const CandidateState* survivor =
+      r.confirmation ? FindChallenger(s, r.challengers_us[0]) : nullptr;
+  if (r.confirmation && survivor != nullptr && survivor->status == CandidateStatus::kActive) {
+    const ChallengerInfo info{survivor->hold_us, "active", ""};
+    absl::StatusOr<Evidence> ev =
+        ComputeEvidence(t, s.segment, s.incumbent_hold_us, {&info, 1}, s.epoch_start,
+                        r.first_period, r.end_period, windows, now);
+    if (!ev.ok()) return ev.status();
+    const CandidateEvidence& c = ev->candidates.front();
+    if (c.conclusive && c.always_valid_relative &&
+        ClearsMinEffect(t.objective.direction, c.always_valid_relative->ci, t.min_effect)) {
+      FindChallenger(s, survivor->hold_us)->status = CandidateStatus::kProposed;
+      FindChallenger(s, survivor->hold_us)->changed = now;
+      absl::StatusOr<Evidence> table =
+          ComputeEvidence(t, s.segment, s.incumbent_hold_us, Infos(s), s.epoch_start, 0,
+                          r.end_period, windows, now);
+      if (!table.ok()) return table.status();
+      Proposal p{s.segment, survivor->hold_us, s.incumbent_hold_us,
+                 now,       *std::move(table), *std::move(ev)};
+      const experiments::Interval ci = c.always_valid_relative->ci;
+      Transition(s, Phase::kProposed, kReasonChallengerWon,
+                 absl::StrFormat("%s beats %s: always-valid 95 %% interval of the relative "
+                                 "difference [%+.2f %%, %+.2f %%] clears minEffect %.2f %%",
+                                 common::FormatHoldUs(p.hold_us),
+                                 common::FormatHoldUs(p.incumbent_hold_us), ci.low * 100,
+                                 ci.high * 100, t.min_effect * 100),
+                 now);
+      s.proposal = std::move(p);
+      return s;
+    }
+  }
+  const bool all_out =
+      std::none_of(s.challengers.begin(), s.challengers.end(),
+                   [](const CandidateState& c) { return c.status == CandidateStatus::kActive; });
+  if (all_out) {
+    if (absl::Status st = KeepIncumbent(t, s, "every challenger was eliminated", windows, now);
+        !st.ok()) {
+      return st;
+    }
+    return s;
+  }
+  if (now < PeriodStart(t, s, r.end_period) + Grace(t)) return s;
+  if (r.confirmation) {
+    if (absl::Status st = KeepIncumbent(
+            t, s,
+            absl::StrCat("the budget is spent: ", common::FormatHoldUs(r.challengers_us[0]),
+                         " did not beat the incumbent by minEffect ", t.min_effect * 100, " %"),
+            windows, now);
+        !st.ok()) {
+      return st;
+    }
+    return s;
+  }
+  if (absl::Status st = Halve(t, s, windows, now); !st.ok()) return st;
+  uint32_t first = std::max(s.rounds.back().end_period, PeriodIndex(t, s, now) + 1);
+  first += first % 2;
+  if (absl::Status st = StartRound(t, s, input, first, windows, now); !st.ok()) return st;
+  return s;
+}
+
+absl::StatusOr<SegmentState> UpdateRechecking(const HoldTuning& t, SegmentState s,
+                                              const SegmentInput& input,
+                                              std::span<const Window> windows, absl::Time now) {
+  if (absl::Status st = ApplyGuardrails(t, s, windows, now); !st.ok()) return st;
+  const Round& r = s.rounds.back();
+  CandidateState& previous = s.challengers.front();
+  if (previous.status == CandidateStatus::kActive) {
+    const ChallengerInfo info{previous.hold_us, "active", ""};
+    absl::StatusOr<Evidence> ev = ComputeEvidence(t, s.segment, s.incumbent_hold_us, {&info, 1},
+                                                  s.epoch_start, 0, r.end_period, windows, now);
+    if (!ev.ok()) return ev.status();
+    const CandidateEvidence& c = ev->candidates.front();
+    if (c.conclusive && c.always_valid_relative &&
+        ClearsMinEffect(t.objective.direction, c.always_valid_relative->ci, t.min_effect)) {
+      SegmentState next;
+      next.segment = s.segment;
+      next.incumbent_hold_us = s.incumbent_hold_us;
+      next.exploration = s.exploration + 1;
+      next.epoch_start = now;
+      next.budget_windows = t.budget.max_windows;
+      for (uint32_t hold : t.candidates_us) {
+        if (hold != next.incumbent_hold_us) next.challengers.push_back(Challenger(hold));
+      }
+      Transition(next, Phase::kExploring, kReasonReversalDetected,
+                 absl::StrFormat("%s is credibly better than the adopted %s again (always-valid "
+                                 "95 %% interval [%+.2f %%, %+.2f %%]); exploring anew",
+                                 common::FormatHoldUs(previous.hold_us),
+                                 common::FormatHoldUs(s.incumbent_hold_us),
+                                 c.always_valid_relative->ci.low * 100,
+                                 c.always_valid_relative->ci.high * 100),
+                 now);
+      if (absl::Status st = StartRound(t, next, input, 0, {}, now); !st.ok()) return st;
+      return next;
+    }
+  }
+  if (now >= PeriodStart(t, s, r.end_period)) StartRecheck(t, s, input, now);
+  return s;
+}
+
+absl::Status CheckInput(const HoldTuning& t, const SegmentInput& input) {
+  if (input.segment.size() != t.segment_keys.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("segment has ", input.segment.size(),
+                                                   " values for ", t.segment_keys.size(),
+                                                   " segment keys"));
+  }
+  std::vector<std::string> keys;
+  for (const common::AdapterAttributes& a : input.adapters) {
+    absl::StatusOr<common::ChipFamily> family = common::ParseChipFamily(a.family);
+    if (family.ok() && !common::FamilyManaged(*family)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "hold tuning '", t.name, "' would set RX aggregation settings on ", a.host, "/",
+          a.adapter_id, ": observe-only chip family ", a.family,
+          " (rxfleet reads its RX aggregation registers and never writes them); narrow "
+          "spec.selector (e.g. families: [rtw89])"));
+    }
+    keys.push_back(experiments::AdapterKey(a.host, a.adapter_id));
+  }
+  std::sort(keys.begin(), keys.end());
+  if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
+    return absl::InvalidArgumentError("duplicate adapter keys in the segment");
+  }
+  common::RxAggSettings settings;
+  settings.hold_us = input.incumbent_hold_us;
+  return common::ValidateRxAggSettings(settings);
+}
+
+}  // namespace
+
+std::string_view PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kExploring:
+      return "exploring";
+    case Phase::kProposed:
+      return "proposed";
+    case Phase::kRechecking:
+      return "rechecking";
+    case Phase::kStopped:
+      break;
+  }
+  return "stopped";
+}
+
+std::string_view CandidateStatusName(CandidateStatus status) {
+  switch (status) {
+    case CandidateStatus::kActive:
+      return "active";
+    case CandidateStatus::kHalved:
+      return "halved";
+    case CandidateStatus::kGuardrail:
+      return "guardrail";
+    case CandidateStatus::kProposed:
+      break;
+  }
+  return "proposed";
+}
+
+absl::StatusOr<SegmentState> StartSegment(const HoldTuning& t, const SegmentInput& input,
+                                          absl::Time now) {
+  if (absl::Status s = ValidateHoldTuning(t); !s.ok()) return s;
+  if (absl::Status s = CheckInput(t, input); !s.ok()) return s;
+  SegmentState s;
+  s.segment = input.segment;
+  s.incumbent_hold_us = input.incumbent_hold_us;
+  s.epoch_start = now;
+  s.last_transition = now;
+  s.budget_windows = t.budget.max_windows;
+  for (uint32_t hold : t.candidates_us) {
+    if (hold != input.incumbent_hold_us) s.challengers.push_back(Challenger(hold));
+  }
+  if (absl::Status st = StartRound(t, s, input, 0, {}, now); !st.ok()) return st;
+  return s;
+}
+
+absl::StatusOr<HoldAssignment> AssignmentFor(const HoldTuning& t, const SegmentState& s,
+                                             std::string_view adapter_key, absl::Time time) {
+  if (time < s.epoch_start) {
+    return absl::InvalidArgumentError(absl::StrCat("time ", absl::FormatTime(time),
+                                                   " is before the epoch start ",
+                                                   absl::FormatTime(s.epoch_start)));
+  }
+  HoldAssignment a;
+  a.adapter = std::string(adapter_key);
+  a.period_index = PeriodIndex(t, s, time);
+  a.period_start = PeriodStart(t, s, a.period_index);
+  a.period_end = a.period_start + t.period_length;
+  a.in_burn_in = time < a.period_start + t.burn_in;
+  a.hold_us = s.incumbent_hold_us;
+  a.arm = HoldArmName(a.hold_us);
+  if (s.phase != Phase::kExploring && s.phase != Phase::kRechecking) return a;
+  for (const Round& r : s.rounds) {
+    if (a.period_index < r.first_period || a.period_index >= r.end_period) continue;
+    const auto self = std::find(r.adapter_order.begin(), r.adapter_order.end(), adapter_key);
+    if (self == r.adapter_order.end() || r.explorers == 0) return a;
+    const uint64_t block = (a.period_index - r.first_period) / 2;
+    for (uint64_t sl = block * r.explorers; sl < (block + 1) * r.explorers && sl < r.slots; ++sl) {
+      const auto [adapter, challenger] = Slot(r, sl);
+      if (adapter != static_cast<size_t>(self - r.adapter_order.begin())) continue;
+      const uint32_t hold = r.challengers_us[challenger];
+      if (!RunsAt(FindChallenger(s, hold), time)) return a;
+      // The two periods of the block in the random balanced order of a two-arm switchback.
+      absl::StatusOr<experiments::Experiment> pair =
+          ComparisonExperiment(t, s.segment, s.incumbent_hold_us, {&hold, 1}, t.period_length * 2);
+      if (!pair.ok()) return pair.status();
+      absl::StatusOr<experiments::Assigner> assigner =
+          experiments::Assigner::Create(*std::move(pair), s.epoch_start);
+      if (!assigner.ok()) return assigner.status();
+      if (assigner->ScheduledArm(adapter_key, a.period_index) == 1) {
+        a.hold_us = hold;
+        a.arm = HoldArmName(hold);
+        a.role = Role::kChallenger;
+      }
+      return a;
+    }
+    return a;
+  }
+  return a;
+}
+
+absl::StatusOr<std::vector<HoldAssignment>> PlanAt(const HoldTuning& t, const SegmentState& s,
+                                                   absl::Time time) {
+  std::vector<HoldAssignment> out;
+  if (s.rounds.empty()) return out;
+  for (const std::string& key : s.rounds.back().adapter_order) {
+    absl::StatusOr<HoldAssignment> a = AssignmentFor(t, s, key, time);
+    if (!a.ok()) return a.status();
+    out.push_back(*std::move(a));
+  }
+  return out;
+}
+
+uint64_t CommittedWindows(const HoldTuning& t, const SegmentState& s) {
+  uint64_t slots = 0;
+  for (const Round& r : s.rounds) {
+    if (r.recheck || r.explorers == 0) continue;
+    for (uint64_t sl = 0; sl < r.slots; ++sl) {
+      const uint64_t block = sl / r.explorers;
+      const absl::Time block_start =
+          PeriodStart(t, s, r.first_period + static_cast<uint32_t>(2 * block));
+      if (RunsAt(FindChallenger(s, r.challengers_us[Slot(r, sl).second]), block_start)) ++slots;
+    }
+  }
+  return slots * t.WindowsPerPeriod();
+}
+
+absl::StatusOr<SegmentState> Update(const HoldTuning& t, const SegmentState& state,
+                                    const SegmentInput& input, std::span<const Window> windows,
+                                    absl::Time now) {
+  if (absl::Status s = CheckInput(t, input); !s.ok()) return s;
+  if (state.rounds.empty()) return state;
+  if (state.phase == Phase::kExploring) return UpdateExploring(t, state, input, windows, now);
+  if (state.phase == Phase::kRechecking) return UpdateRechecking(t, state, input, windows, now);
+  return state;
+}
+
+bool ShouldAutoApply(const HoldTuning& t, const SegmentState& s) {
+  return t.auto_apply && s.phase == Phase::kProposed && s.proposal.has_value();
+}
+
+absl::StatusOr<SegmentState> Adopt(const HoldTuning& t, const SegmentState& state,
+                                   const SegmentInput& input, absl::Time now) {
+  if (state.phase != Phase::kProposed || !state.proposal) {
+    return absl::FailedPreconditionError(absl::StrCat("segment is ",
+                                                      common::ToAbslView(PhaseName(state.phase)),
+                                                      ", not proposed: nothing to adopt"));
+  }
+  SegmentState s = state;
+  s.previous_hold_us = state.proposal->incumbent_hold_us;
+  s.incumbent_hold_us = state.proposal->hold_us;
+  StartRecheck(t, s, input, now);
+  Transition(s, Phase::kRechecking, kReasonAdopted,
+             s.rounds.back().explorers == 0
+                 ? absl::StrCat("adopted ", common::FormatHoldUs(s.incumbent_hold_us),
+                                "; recheckShare ", t.recheck_share, " of ", input.adapters.size(),
+                                " adapters leaves none to recheck")
+                 : absl::StrCat("adopted ", common::FormatHoldUs(s.incumbent_hold_us), "; ",
+                                s.rounds.back().explorers, " adapters recheck ",
+                                common::FormatHoldUs(*s.previous_hold_us)),
+             now);
+  return s;
+}
+
+SegmentState Stop(const SegmentState& state, absl::Time now, std::string_view message) {
+  SegmentState s = state;
+  Transition(s, Phase::kStopped, kReasonStoppedByUser, std::string(message), now);
+  return s;
+}
+
+}  // namespace rxfleet::tuning
