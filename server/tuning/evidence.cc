@@ -38,6 +38,11 @@ std::string Percent(double ratio) { return absl::StrFormat("%+.2f %%", ratio * 1
 
 }  // namespace
 
+int64_t WholePeriods(absl::Duration d, absl::Duration period) {
+  absl::Duration remainder;
+  return absl::IDivDuration(d, period, &remainder);
+}
+
 std::string HoldArmName(uint32_t hold_us) { return absl::StrCat("hold-", hold_us, "us"); }
 
 absl::StatusOr<Experiment> ComparisonExperiment(const HoldTuning& t,
@@ -61,10 +66,9 @@ absl::StatusOr<Experiment> ComparisonExperiment(const HoldTuning& t,
   e.window_length = t.window_length;
   e.period_length = t.period_length;
   e.burn_in = t.burn_in;
-  const int64_t periods =
-      std::max<int64_t>(static_cast<int64_t>(e.arms.size()),
-                        absl::IDivDuration(covered + t.period_length - absl::Nanoseconds(1),
-                                           t.period_length, nullptr));
+  const int64_t periods = std::max<int64_t>(
+      static_cast<int64_t>(e.arms.size()),
+      WholePeriods(covered + t.period_length - absl::Nanoseconds(1), t.period_length));
   e.duration = t.period_length * periods;
   e.primary_metric = t.objective.metric;
   for (const experiments::Guardrail& g : t.guardrails) {

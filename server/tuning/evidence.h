@@ -24,6 +24,9 @@
 
 namespace rxfleet::tuning {
 
+/// Whole `period`s in `d` (truncated toward zero); period > 0.
+int64_t WholePeriods(absl::Duration d, absl::Duration period);
+
 /// The arm name of a hold in windows and reports: 128 -> "hold-128us".
 std::string HoldArmName(uint32_t hold_us);
 

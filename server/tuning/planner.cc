@@ -30,13 +30,12 @@ absl::Time PeriodStart(const HoldTuning& t, const SegmentState& s, uint32_t peri
 }
 
 uint32_t PeriodIndex(const HoldTuning& t, const SegmentState& s, absl::Time time) {
-  return static_cast<uint32_t>(absl::IDivDuration(time - s.epoch_start, t.period_length, nullptr));
+  return static_cast<uint32_t>(WholePeriods(time - s.epoch_start, t.period_length));
 }
 
 // The most periods an epoch may span: the comparison experiment's 90-day limit.
 uint32_t MaxEpochPeriods(const HoldTuning& t) {
-  return static_cast<uint32_t>(
-      absl::IDivDuration(experiments::kMaxExperimentDuration, t.period_length, nullptr));
+  return static_cast<uint32_t>(WholePeriods(experiments::kMaxExperimentDuration, t.period_length));
 }
 
 std::vector<std::string> AdapterOrder(const HoldTuning& t, const SegmentInput& input) {
