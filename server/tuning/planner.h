@@ -172,8 +172,8 @@ struct HoldAssignment {
 /// N) is 0, the state is kStopped/IncumbentKept at once (message says why).
 /// Errors: InvalidArgument for an invalid tuning, a segment with the wrong number of values,
 /// duplicate adapter keys or an incumbent that is not a valid hold; FailedPrecondition
-/// "... observe-only chip family ..." when an adapter's family is observe-only (rtw88, mt76),
-/// as experiments refuse them.
+/// "... observe-only chip family ..." when an adapter's family is observe-only (rtw88, mt76)
+/// or the selector's families list one, as experiments refuse them at their API.
 absl::StatusOr<SegmentState> StartSegment(const HoldTuning& tuning, const SegmentInput& input,
                                           absl::Time now);
 

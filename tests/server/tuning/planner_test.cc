@@ -291,6 +291,36 @@ TEST(PlannerTest, RefusesObserveOnlyAdapters) {
   EXPECT_THAT(s.status().message(), HasSubstr("observe-only chip family mt76"));
 }
 
+TEST(PlannerTest, RefusesSelectorsNamingObserveOnlyFamilies) {
+  HoldTuning t = MustParseTuning(kTuning);
+  t.selector.families = {"rtw89", "rtw88"};
+  absl::StatusOr<SegmentState> s = StartSegment(t, Segment(10, 1024), kStart);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.status().message(), HasSubstr("spec.selector.families lists rtw88"));
+}
+
+TEST(PlannerTest, AnIncumbentOutsideTheCandidatesMakesEveryCandidateAChallenger) {
+  absl::StatusOr<SegmentState> s =
+      StartSegment(MustParseTuning(kTuning), Segment(10, 2048), kStart);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_THAT(s->rounds[0].challengers_us, ElementsAre(32u, 64u, 128u, 256u, 512u, 1024u));
+  // 6 challengers: 3 halving rounds + confirmation; 2400 / (4 * 6) = 100 windows each.
+  EXPECT_EQ(s->rounds[0].windows_per_challenger, 100u);
+  SegmentInput bad = Segment(10, 100);  // not a multiple of 32 µs
+  EXPECT_EQ(StartSegment(MustParseTuning(kTuning), bad, kStart).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PlannerTest, AutoApplyIsOnlyForProposals) {
+  HoldTuning t = MustParseTuning(std::string(kTuning) + "  autoApply: true\n");
+  SegmentSim sim(t, Segment(10, 1024), PeakAt128);
+  ASSERT_TRUE(sim.Start().ok());
+  EXPECT_FALSE(ShouldAutoApply(t, sim.state()));
+  ASSERT_TRUE(sim.RunWhile(Phase::kExploring, kStart, 400).ok());
+  ASSERT_EQ(sim.state().phase, Phase::kProposed);
+  EXPECT_TRUE(ShouldAutoApply(t, sim.state()));
+}
+
 TEST(PlannerTest, SmallSegmentsKeepTheIncumbentAtOnce) {
   absl::StatusOr<SegmentState> s = StartSegment(MustParseTuning(kTuning), Segment(4, 1024), kStart);
   ASSERT_TRUE(s.ok());
