@@ -257,9 +257,11 @@ absl::Status Halve(const HoldTuning& t, SegmentState& s, std::span<const Window>
     std::vector<double> treatment, control;
     if (sd != nullptr) sd->Pairs(i + 1, 0, t.objective.metric, &treatment, &control);
     if (!treatment.empty()) {
-      const double mt = std::accumulate(treatment.begin(), treatment.end(), 0.0);
-      const double mc = std::accumulate(control.begin(), control.end(), 0.0);
-      const double rel = mc != 0 ? (mt - mc) / std::fabs(mc) : mt - mc;
+      // Same number of pairs on both sides: the ratio of sums is the ratio of means.
+      const double sum_t = std::accumulate(treatment.begin(), treatment.end(), 0.0);
+      const double sum_c = std::accumulate(control.begin(), control.end(), 0.0);
+      const double rel = sum_c != 0 ? (sum_t - sum_c) / std::fabs(sum_c)
+                                    : (sum_t - sum_c) / static_cast<double>(treatment.size());
       score = t.objective.direction == Direction::kMaximize ? rel : -rel;
     }
     scored.push_back({score, i, c.hold_us});
