@@ -23,7 +23,21 @@ namespace rxfleet::tuning {
 namespace {
 
 using experiments::Window;
-using namespace internal;  // NOLINT(build/namespaces): the planner's own steps
+using internal::ApplyGuardrails;
+using internal::Challenger;
+using internal::CheckInput;
+using internal::FindChallenger;
+using internal::Grace;
+using internal::Halve;
+using internal::Infos;
+using internal::KeepIncumbent;
+using internal::PeriodIndex;
+using internal::PeriodStart;
+using internal::RunsAt;
+using internal::Slot;
+using internal::StartRecheck;
+using internal::StartRound;
+using internal::Transition;
 
 absl::StatusOr<SegmentState> UpdateExploring(const HoldTuning& t, SegmentState s,
                                              const SegmentInput& input,
@@ -263,6 +277,7 @@ bool ShouldAutoApply(const HoldTuning& t, const SegmentState& s) {
 
 absl::StatusOr<SegmentState> Adopt(const HoldTuning& t, const SegmentState& state,
                                    const SegmentInput& input, absl::Time now) {
+  if (absl::Status s = CheckInput(t, input); !s.ok()) return s;
   if (state.phase != Phase::kProposed || !state.proposal) {
     return absl::FailedPreconditionError(absl::StrCat("segment is ",
                                                       common::ToAbslView(PhaseName(state.phase)),

@@ -47,6 +47,7 @@ std::vector<std::string> AdapterOrder(const HoldTuning& t, const SegmentInput& i
   }
   std::sort(keyed.begin(), keyed.end());
   std::vector<std::string> order;
+  order.reserve(keyed.size());
   for (auto& [hash, key] : keyed) order.push_back(std::move(key));
   return order;
 }
