@@ -79,7 +79,9 @@ struct CandidateEvidence {
   std::vector<GuardrailStatus> guardrails;  ///< document order
 };
 
-/// Evidence on one segment: the comparison table and where its windows came from.
+/// Evidence on one segment: the comparison table and where its windows came from. The planner
+/// fills each row from the windows paired with that challenger (planner_internal.h) and the
+/// report from all windows.
 struct Evidence {
   std::vector<std::string> segment;
   uint32_t incumbent_hold_us = 0;

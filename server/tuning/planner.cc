@@ -31,6 +31,7 @@ using internal::Grace;
 using internal::Halve;
 using internal::Infos;
 using internal::KeepIncumbent;
+using internal::PairedEvidence;
 using internal::PeriodIndex;
 using internal::PeriodStart;
 using internal::RunsAt;
@@ -49,8 +50,7 @@ absl::StatusOr<SegmentState> UpdateExploring(const HoldTuning& t, SegmentState s
   if (r.confirmation && survivor != nullptr && survivor->status == CandidateStatus::kActive) {
     const ChallengerInfo info{survivor->hold_us, "active", ""};
     absl::StatusOr<Evidence> ev =
-        ComputeEvidence(t, s.segment, s.incumbent_hold_us, {&info, 1}, s.epoch_start,
-                        r.first_period, r.end_period, windows, now);
+        PairedEvidence(t, s, {&info, 1}, r.first_period, r.end_period, windows, now);
     if (!ev.ok()) return ev.status();
     const CandidateEvidence& c = ev->candidates.front();
     if (c.conclusive && c.always_valid_relative &&
@@ -58,8 +58,7 @@ absl::StatusOr<SegmentState> UpdateExploring(const HoldTuning& t, SegmentState s
       FindChallenger(s, survivor->hold_us)->status = CandidateStatus::kProposed;
       FindChallenger(s, survivor->hold_us)->changed = now;
       absl::StatusOr<Evidence> table =
-          ComputeEvidence(t, s.segment, s.incumbent_hold_us, Infos(s), s.epoch_start, 0,
-                          r.end_period, windows, now);
+          PairedEvidence(t, s, Infos(s), 0, r.end_period, windows, now);
       if (!table.ok()) return table.status();
       Proposal p{s.segment, survivor->hold_us, s.incumbent_hold_us,
                  now,       *std::move(table), *std::move(ev)};
@@ -112,8 +111,7 @@ absl::StatusOr<SegmentState> UpdateRechecking(const HoldTuning& t, SegmentState 
   CandidateState& previous = s.challengers.front();
   if (previous.status == CandidateStatus::kActive) {
     const ChallengerInfo info{previous.hold_us, "active", ""};
-    absl::StatusOr<Evidence> ev = ComputeEvidence(t, s.segment, s.incumbent_hold_us, {&info, 1},
-                                                  s.epoch_start, 0, r.end_period, windows, now);
+    absl::StatusOr<Evidence> ev = PairedEvidence(t, s, {&info, 1}, 0, r.end_period, windows, now);
     if (!ev.ok()) return ev.status();
     const CandidateEvidence& c = ev->candidates.front();
     if (c.conclusive && c.always_valid_relative &&

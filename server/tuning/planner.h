@@ -14,7 +14,9 @@
 // round's share evenly over its |S| survivors: t = floor(B / (rounds_left * |S|)) windows per
 // challenger, as the paper's t_r = floor(T / (|S_r| ceil(log2 n))). At the end of a round the
 // survivors are ranked by that round's paired relative difference against the incumbent (only
-// the round's windows, as in the paper) and the better ceil(|S| / 2) go on. The last survivor
+// the round's windows, as in the paper) and the better ceil(|S| / 2) go on. Every comparison
+// pairs a challenger's periods with the incumbent periods of the same blocks on the same
+// adapters (PairedWindows in planner_internal.h), never with other times of day. The last survivor
 // then runs a confirmation round with all the budget left, judged on its own windows only (so
 // the choice among challengers does not bias the test), by the always-valid (mSPRT) interval of
 // the relative difference (AlwaysValidRelative, evidence.h): it is proposed as soon as that

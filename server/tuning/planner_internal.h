@@ -52,6 +52,22 @@ std::vector<ChallengerInfo> Infos(const SegmentState& s);
 /// The current round's end period (0 without rounds).
 uint32_t EndPeriod(const SegmentState& s);
 
+/// The windows comparing challenger `hold` with the incumbent within switchback blocks: the
+/// segment's windows on `hold` and its incumbent windows in the blocks where the same adapter
+/// had a slot on `hold`, in epoch periods [first_period, end_period). So each pair is the two
+/// periods of one block, not a challenger period against an average over other times of day.
+std::vector<experiments::Window> PairedWindows(const SegmentState& s, uint32_t hold,
+                                               uint32_t first_period, uint32_t end_period,
+                                               std::span<const experiments::Window> windows);
+
+/// ComputeEvidence of `infos` on periods [first_period, end_period) whose rows use each
+/// challenger's PairedWindows; the report keeps every window.
+absl::StatusOr<Evidence> PairedEvidence(const HoldTuning& t, const SegmentState& s,
+                                        std::span<const ChallengerInfo> infos,
+                                        uint32_t first_period, uint32_t end_period,
+                                        std::span<const experiments::Window> windows,
+                                        absl::Time now);
+
 /// Sets phase, reason, message and last_transition.
 void Transition(SegmentState& s, Phase phase, std::string_view reason, std::string message,
                 absl::Time now);

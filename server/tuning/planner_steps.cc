@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -100,6 +101,53 @@ uint32_t EndPeriod(const SegmentState& s) {
   return s.rounds.empty() ? 0 : s.rounds.back().end_period;
 }
 
+std::vector<Window> PairedWindows(const SegmentState& s, uint32_t hold, uint32_t first_period,
+                                  uint32_t end_period, std::span<const Window> windows) {
+  std::set<std::pair<std::string, uint32_t>> blocks;  // (adapter, block) with a slot on hold
+  for (const Round& r : s.rounds) {
+    if (r.explorers == 0) continue;
+    for (uint64_t sl = 0; sl < r.slots; ++sl) {
+      const auto [adapter, challenger] = Slot(r, sl);
+      if (r.challengers_us[challenger] != hold) continue;
+      blocks.emplace(r.adapter_order[adapter],
+                     r.first_period / 2 + static_cast<uint32_t>(sl / r.explorers));
+    }
+  }
+  const std::string challenger_arm = HoldArmName(hold);
+  const std::string incumbent_arm = HoldArmName(s.incumbent_hold_us);
+  std::vector<Window> out;
+  for (const Window& w : windows) {
+    if (w.segment != s.segment || w.period_index < first_period || w.period_index >= end_period) {
+      continue;
+    }
+    if (w.arm == challenger_arm ||
+        (w.arm == incumbent_arm && blocks.contains({w.adapter, w.period_index / 2}))) {
+      out.push_back(w);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Evidence> PairedEvidence(const HoldTuning& t, const SegmentState& s,
+                                        std::span<const ChallengerInfo> infos,
+                                        uint32_t first_period, uint32_t end_period,
+                                        std::span<const Window> windows, absl::Time now) {
+  absl::StatusOr<Evidence> all =
+      ComputeEvidence(t, s.segment, s.incumbent_hold_us, infos, s.epoch_start, first_period,
+                      end_period, windows, now);
+  if (!all.ok()) return all.status();
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const std::vector<Window> paired =
+        PairedWindows(s, infos[i].hold_us, first_period, end_period, windows);
+    absl::StatusOr<Evidence> one =
+        ComputeEvidence(t, s.segment, s.incumbent_hold_us, infos.subspan(i, 1), s.epoch_start,
+                        first_period, end_period, paired, now);
+    if (!one.ok()) return one.status();
+    all->candidates[i] = one->candidates.front();
+  }
+  return all;
+}
+
 void Transition(SegmentState& s, Phase phase, std::string_view reason, std::string message,
                 absl::Time now) {
   s.phase = phase;
@@ -113,8 +161,7 @@ absl::Status KeepIncumbent(const HoldTuning& t, SegmentState& s, std::string mes
                            std::span<const Window> windows, absl::Time now) {
   if (!s.challengers.empty() && EndPeriod(s) > 0) {
     std::vector<ChallengerInfo> infos = Infos(s);
-    absl::StatusOr<Evidence> ev = ComputeEvidence(t, s.segment, s.incumbent_hold_us, infos,
-                                                  s.epoch_start, 0, EndPeriod(s), windows, now);
+    absl::StatusOr<Evidence> ev = PairedEvidence(t, s, infos, 0, EndPeriod(s), windows, now);
     if (!ev.ok()) return ev.status();
     s.final_evidence = *std::move(ev);
   }
@@ -231,20 +278,6 @@ absl::Status Halve(const HoldTuning& t, SegmentState& s, std::span<const Window>
   absl::StatusOr<experiments::Experiment> e = ComparisonExperiment(
       t, s.segment, s.incumbent_hold_us, AllHolds(s), t.period_length * r.end_period);
   if (!e.ok()) return e.status();
-  std::vector<Window> used;
-  for (const Window& w : windows) {
-    if (w.segment == s.segment && w.period_index >= r.first_period &&
-        w.period_index < r.end_period) {
-      used.push_back(w);
-    }
-  }
-  absl::StatusOr<experiments::Aggregate> aggregate =
-      experiments::AggregateWindows(*e, s.epoch_start, used);
-  if (!aggregate.ok()) return aggregate.status();
-  const experiments::SegmentData* sd = nullptr;
-  for (const experiments::SegmentData& d : aggregate->segments) {
-    if (d.values == s.segment) sd = &d;
-  }
   struct Scored {
     double score;
     size_t order;
@@ -255,8 +288,16 @@ absl::Status Halve(const HoldTuning& t, SegmentState& s, std::span<const Window>
     const CandidateState& c = s.challengers[i];
     if (c.status != CandidateStatus::kActive) continue;
     double score = -std::numeric_limits<double>::infinity();
+    // Only this round's windows, and the incumbent's only in the blocks paired with c.
+    const std::vector<Window> paired =
+        PairedWindows(s, c.hold_us, r.first_period, r.end_period, windows);
+    absl::StatusOr<experiments::Aggregate> aggregate =
+        experiments::AggregateWindows(*e, s.epoch_start, paired);
+    if (!aggregate.ok()) return aggregate.status();
     std::vector<double> treatment, control;
-    if (sd != nullptr) sd->Pairs(i + 1, 0, t.objective.metric, &treatment, &control);
+    for (const experiments::SegmentData& d : aggregate->segments) {
+      if (d.values == s.segment) d.Pairs(i + 1, 0, t.objective.metric, &treatment, &control);
+    }
     if (!treatment.empty()) {
       // Same number of pairs on both sides: the ratio of sums is the ratio of means.
       const double sum_t = std::accumulate(treatment.begin(), treatment.end(), 0.0);
