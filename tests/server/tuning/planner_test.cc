@@ -196,6 +196,22 @@ TEST(PlannerTest, KeepsTheIncumbentWhenNoCandidateBeatsMinEffect) {
   EXPECT_EQ(s.incumbent_hold_us, 1024u);
 }
 
+TEST(PlannerTest, ATimeOfDaySwingNeitherHidesTheWinnerNorMakesAnEqualHoldWin) {
+  // Traffic swings by +-30 % over the day, the same for every hold: comparisons within the
+  // same blocks keep the swing out of the differences.
+  SegmentSim peak(MustParseTuning(kTuning), Segment(10, 1024), PeakAt128);
+  peak.set_diurnal(0.3);
+  ASSERT_TRUE(peak.Start().ok());
+  ASSERT_TRUE(peak.RunWhile(Phase::kExploring, kStart, 400).ok());
+  ASSERT_EQ(peak.state().phase, Phase::kProposed) << peak.state().message;
+  EXPECT_EQ(peak.state().proposal->hold_us, 128u);
+  SegmentSim flat(MustParseTuning(kTuning), Segment(10, 1024), Flat);
+  flat.set_diurnal(0.3);
+  ASSERT_TRUE(flat.Start().ok());
+  ASSERT_TRUE(flat.RunWhile(Phase::kExploring, kStart, 600).ok());
+  EXPECT_EQ(flat.state().reason, kReasonIncumbentKept) << flat.state().message;
+}
+
 TEST(PlannerTest, GuardrailRulesOutShortHoldsAtTheFirstCredibleBreach) {
   SegmentSim sim(MustParseTuning(kTuning), Segment(10, 1024), DropsBelow512);
   ASSERT_TRUE(sim.Start().ok());

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ class SegmentSim {
   }
 
   void set_model(HoldModel model) { model_ = std::move(model); }
+  // SYNTHETIC time-of-day swing: throughput times 1 + amplitude * sin(2 pi t / 24 h), the same
+  // for every hold and adapter.
+  void set_diurnal(double amplitude) { diurnal_ = amplitude; }
   const HoldTuning& tuning() const { return tuning_; }
   const SegmentInput& input() const { return input_; }
   SegmentState& state() { return state_; }
@@ -106,8 +110,10 @@ class SegmentSim {
         absl::StatusOr<HoldAssignment> a = AssignmentFor(tuning_, state_, adapter.key, t);
         if (!a.ok()) return a.status();
         if (a->role == Role::kChallenger) ++on_challenger;
-        Window w = experiments::testing::SimulatedWindow(adapter, model_(a->hold_us), t,
-                                                         tuning_.window_length, noise_, rng_);
+        ArmEffect effect = model_(a->hold_us);
+        effect.rx_bps *= 1 + diurnal_ * std::sin(2 * M_PI * absl::ToDoubleHours(t - kStart) / 24);
+        Window w = experiments::testing::SimulatedWindow(adapter, effect, t, tuning_.window_length,
+                                                         noise_, rng_);
         w.arm = a->arm;
         w.period_index = a->period_index;
         w.valid = !a->in_burn_in;
@@ -143,6 +149,7 @@ class SegmentSim {
   SegmentInput input_;
   HoldModel model_;
   double noise_;
+  double diurnal_ = 0;
   experiments::SplitMix64 rng_;
   std::vector<SimAdapter> adapters_;
   std::vector<Window> epoch_windows_;
