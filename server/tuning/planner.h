@@ -40,8 +40,9 @@
 // After adoption (Adopt) the segment rechecks: floor(recheckShare * N) adapters per block
 // alternate the adopted hold with the previous incumbent, in recheck epochs of
 // kRecheckEpochBlocks blocks (evidence from the current epoch only, so old data cannot mask a
-// change). When the previous hold is credibly better than the adopted one by minEffect, the
-// segment reopens exploring with the adopted hold as incumbent and a fresh budget.
+// change); a previous hold that breaks a guardrail is not rechecked again. When the previous hold
+// is credibly better than the adopted one by minEffect, the segment reopens exploring with the
+// adopted hold as incumbent and a fresh budget.
 
 #include <cstdint>
 #include <optional>

@@ -82,7 +82,8 @@ absl::Status StartRound(const HoldTuning& t, SegmentState& s, const SegmentInput
                         uint32_t first_period, std::span<const experiments::Window> windows,
                         absl::Time now);
 
-/// Starts a recheck epoch of the adopted hold against previous_hold_us at `now`.
+/// Starts a recheck epoch of the adopted hold against previous_hold_us at `now`. A previous
+/// hold already eliminated by a guardrail in this recheck stays eliminated.
 void StartRecheck(const HoldTuning& t, SegmentState& s, const SegmentInput& input, absl::Time now);
 
 /// Eliminates (at `now`) the challengers whose guardrails EvaluateGuardrails finds breached in

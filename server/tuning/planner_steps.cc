@@ -225,7 +225,13 @@ absl::Status StartRound(const HoldTuning& t, SegmentState& s, const SegmentInput
 void StartRecheck(const HoldTuning& t, SegmentState& s, const SegmentInput& input, absl::Time now) {
   s.epoch_start = now;
   s.rounds.clear();
-  s.challengers = {CandidateState{*s.previous_hold_us, CandidateStatus::kActive, 1, now, ""}};
+  // A previous hold that broke a guardrail while rechecking stays out in later epochs.
+  const bool broke_guardrail = s.challengers.size() == 1 &&
+                               s.challengers.front().hold_us == *s.previous_hold_us &&
+                               s.challengers.front().status == CandidateStatus::kGuardrail;
+  if (!broke_guardrail) {
+    s.challengers = {CandidateState{*s.previous_hold_us, CandidateStatus::kActive, 1, now, ""}};
+  }
   Round r;
   r.recheck = true;
   r.challengers_us = {*s.previous_hold_us};

@@ -252,6 +252,11 @@ TEST(PlannerTest, GuardrailRulesOutShortHoldsAtTheFirstCredibleBreach) {
     EXPECT_TRUE(trips_before(c.changed)) << hold;
     EXPECT_FALSE(trips_before(c.changed - t.period_length)) << hold;
   }
+  // Eliminations return their unused slots: the confirmation got what the others left.
+  for (const SegmentState& state : sim.trace().states) {
+    EXPECT_LE(CommittedWindows(t, state), t.budget.max_windows);
+  }
+  EXPECT_GT(s.rounds.back().windows_per_challenger, 1500u);
   const CandidateEvidence& row = s.proposal->evidence.candidates.at(0);  // 32 µs
   ASSERT_FALSE(row.guardrails.empty());
   EXPECT_EQ(row.guardrails[0].check.state, experiments::GuardrailState::kBreached);
