@@ -1,8 +1,8 @@
 #pragma once
 
-// Readers of the fields the Experiment document shares with other kinds built on the same
-// machinery (kind: HoldTuning, common/tuning/hold_tuning.h): durations, metrics, guardrails and
-// segment keys. Errors are those of common::DocumentReader: InvalidArgument
+// Readers (and the guardrails' writer) of the fields the Experiment document shares with other
+// kinds built on the same machinery (kind: HoldTuning, common/tuning/hold_tuning.h): durations,
+// metrics, guardrails and segment keys. Errors are those of common::DocumentReader: InvalidArgument
 // "<source>:<line>:<column>: <path>: <message>".
 
 #include <yaml-cpp/yaml.h>
@@ -44,5 +44,10 @@ class ExperimentFieldReader : public common::DocumentReader {
   absl::Status ReadSegmentKeys(const YAML::Node& node, absl::string_view path,
                                std::vector<std::string>* out);
 };
+
+/// Emits `guardrails:` as a list of flow maps {metric, op (double-quoted), threshold (exact
+/// round trip), minAdapters and minWindows when set}; `guardrails: []` when empty. The
+/// inverse of ExperimentFieldReader::ReadGuardrails.
+void EmitGuardrails(YAML::Emitter& out, const std::vector<Guardrail>& guardrails);
 
 }  // namespace rxfleet::experiments

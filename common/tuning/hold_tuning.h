@@ -145,6 +145,10 @@ absl::StatusOr<std::vector<HoldTuning>> ParseHoldTuningDocuments(std::string_vie
 /// Exactly one document; InvalidArgument as above and when the text holds none or several.
 absl::StatusOr<HoldTuning> ParseHoldTuning(std::string_view text, std::string_view source_name);
 
+/// Serialises a tuning as one YAML document (without `---`), every field explicit.
+/// ParseHoldTuning(HoldTuningToYaml(t)) yields t again (except `source`).
+std::string HoldTuningToYaml(const HoldTuning& tuning);
+
 /// The parser's rules on a value built from data: InvalidArgument
 /// "hold tuning 'name': field: message".
 absl::Status ValidateHoldTuning(const HoldTuning& tuning);

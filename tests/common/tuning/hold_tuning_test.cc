@@ -75,6 +75,18 @@ TEST(ParseHoldTuningTest, Example) {
   EXPECT_TRUE(ValidateHoldTuning(*t).ok());
 }
 
+TEST(HoldTuningToYamlTest, RoundTrips) {
+  absl::StatusOr<HoldTuning> t = ParseHoldTuning(kExample, "t.yaml");
+  ASSERT_TRUE(t.ok());
+  t->guardrails[0].min_adapters = 4;
+  t->resource_version = "7";
+  const std::string yaml = HoldTuningToYaml(*t);
+  absl::StatusOr<HoldTuning> back = ParseHoldTuning(yaml, "back.yaml");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << yaml;
+  back->source = t->source;
+  EXPECT_EQ(*back, *t) << yaml;
+}
+
 TEST(ParseHoldTuningTest, Defaults) {
   absl::StatusOr<HoldTuning> t = ParseHoldTuning(R"({
     "apiVersion": "rxfleet/v1", "kind": "HoldTuning", "metadata": {"name": "d"},
