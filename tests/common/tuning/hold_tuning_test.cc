@@ -179,8 +179,9 @@ TEST(ParseHoldTuningTest, Errors) {
   }
 }
 
-TEST(ParseHoldTuningTest, HoldsCheckedAgainstTheSelectorsLayouts) {
-  // Holds are range-checked like policy holds: 8192 µs does not fit the 8-bit field.
+TEST(ParseHoldTuningTest, HoldsAreCheckedLikePolicyHolds) {
+  // Holds pass the settings rules for every layout the selector can match (CheckSettingsFor
+  // Selector, as experiment arms): 8192 µs does not fit the 8-bit field of 32 µs units.
   EXPECT_THAT(ParseError(Edit("1024us]", "8192us]")), HasSubstr("spec.candidates[5]: hold"));
 }
 
