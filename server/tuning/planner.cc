@@ -53,13 +53,29 @@ absl::StatusOr<SegmentState> UpdateExploring(const HoldTuning& t, SegmentState s
         PairedEvidence(t, s, {&info, 1}, r.first_period, r.end_period, windows, now);
     if (!ev.ok()) return ev.status();
     const CandidateEvidence& c = ev->candidates.front();
+    absl::StatusOr<Evidence> table = absl::UnknownError("not computed");
+    bool guardrails_known = false;
     if (c.conclusive && c.always_valid_relative &&
         ClearsMinEffect(t.objective.direction, c.always_valid_relative->ci, t.min_effect)) {
+      // Every guardrail must have been evaluated on enough of the winner's windows (its own
+      // minimums may exceed the comparison's).
+      table = PairedEvidence(t, s, Infos(s), 0, r.end_period, windows, now);
+      if (!table.ok()) return table.status();
+      guardrails_known = true;
+      for (const CandidateEvidence& row : table->candidates) {
+        if (row.hold_us != survivor->hold_us) continue;
+        for (const GuardrailStatus& g : row.guardrails) {
+          if (g.check.state != experiments::GuardrailState::kHolds) guardrails_known = false;
+        }
+      }
+    }
+    if (guardrails_known) {
       FindChallenger(s, survivor->hold_us)->status = CandidateStatus::kProposed;
       FindChallenger(s, survivor->hold_us)->changed = now;
-      absl::StatusOr<Evidence> table =
-          PairedEvidence(t, s, Infos(s), 0, r.end_period, windows, now);
-      if (!table.ok()) return table.status();
+      for (CandidateEvidence& row : table->candidates) {
+        if (row.hold_us == survivor->hold_us)
+          row.status = CandidateStatusName(CandidateStatus::kProposed);
+      }
       Proposal p{s.segment, survivor->hold_us, s.incumbent_hold_us,
                  now,       *std::move(table), *std::move(ev)};
       const experiments::Interval ci = c.always_valid_relative->ci;

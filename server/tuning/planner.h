@@ -21,7 +21,8 @@
 // the choice among challengers does not bias the test), by the always-valid (mSPRT) interval of
 // the relative difference (AlwaysValidRelative, evidence.h): it is proposed as soon as that
 // interval clears minEffect in the objective's direction with at least minAdaptersPerArm pairs
-// and minWindowsPerArm windows; if the round ends first, the incumbent is kept.
+// and minWindowsPerArm windows, and every guardrail holds on enough of its windows (each
+// guardrail's own minimums); if the round ends first, the incumbent is kept.
 //
 // Exposure. Time is cut into periods of periodLength from the epoch start; periods 2b and 2b+1
 // form block b. In a round, m = floor(adapterShare * N) of the segment's N adapters explore in

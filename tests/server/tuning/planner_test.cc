@@ -165,6 +165,22 @@ TEST(PlannerTest, HalvesInOrderAndProposesThePeakHold) {
   EXPECT_FALSE(ShouldAutoApply(sim.tuning(), s));
 }
 
+TEST(PlannerTest, NoProposalBeforeEveryGuardrailHasItsOwnMinimumOfData) {
+  // The drop guardrail wants 5000 windows of a hold, more than the whole budget: the winner
+  // is never known to be safe, so the incumbent is kept.
+  std::string text = kTuning;
+  const std::string from = "threshold: 0.05}";
+  text.replace(text.find(from), from.size(), "threshold: 0.05, minWindows: 5000}");
+  SegmentSim sim(MustParseTuning(text), Segment(10, 1024), PeakAt128);
+  ASSERT_TRUE(sim.Start().ok());
+  ASSERT_TRUE(sim.RunWhile(Phase::kExploring, kStart, 400).ok());
+  EXPECT_EQ(sim.state().reason, kReasonIncumbentKept) << sim.state().message;
+  ASSERT_TRUE(sim.state().final_evidence.has_value());
+  const CandidateEvidence& row = sim.state().final_evidence->candidates.at(2);  // 128 µs
+  EXPECT_EQ(row.hold_us, 128u);
+  EXPECT_EQ(row.guardrails.at(0).check.state, experiments::GuardrailState::kNotEnoughData);
+}
+
 TEST(PlannerTest, NeverExceedsTheBudget) {
   SegmentSim sim(MustParseTuning(kTuning), Segment(10, 1024), Flat);
   ASSERT_TRUE(sim.Start().ok());
