@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/experiment/experiment_reader.h"
 #include "common/experiment/experiment_rules.h"
 #include "common/host_labels.h"
 #include "common/policy/document_reader.h"
@@ -23,9 +24,9 @@ using common::ToAbslView;
 // ---------------------------------------------------------------------------------------------
 // YAML reading with positions.
 
-class ExperimentReader : public common::DocumentReader {
+class ExperimentReader : public ExperimentFieldReader {
  public:
-  using DocumentReader::DocumentReader;
+  using ExperimentFieldReader::ExperimentFieldReader;
 
   // Reads one document. Every field path read is recorded (NodeFor), so rules checked
   // afterwards can point at the offending value.
@@ -53,20 +54,6 @@ class ExperimentReader : public common::DocumentReader {
   }
 
  private:
-  absl::StatusOr<absl::Duration> ReadDuration(const YAML::Node& node, absl::string_view path) {
-    absl::Duration d;
-    if (!node.IsScalar() || !absl::ParseDuration(node.Scalar(), &d) ||
-        d == absl::InfiniteDuration() || d == -absl::InfiniteDuration()) {
-      return Error(
-          node, path,
-          absl::StrCat("must be a duration such as 90s, 5m, 24h or 1h30m, found ", Found(node)));
-    }
-    if (d < absl::ZeroDuration()) {
-      return Error(node, path, absl::StrCat("duration ", node.Scalar(), " must not be negative"));
-    }
-    return d;
-  }
-
   absl::Status ReadArms(const YAML::Node& node, Experiment* e) {
     absl::StatusOr<std::vector<YAML::Node>> items = ReadList(node, "spec.arms");
     if (!items.ok()) return items.status();
@@ -94,73 +81,6 @@ class ExperimentReader : public common::DocumentReader {
         arm.weight = *weight;
       }
       e->arms.push_back(std::move(arm));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<Metric> ReadMetric(const YAML::Node& node, absl::string_view path) {
-    absl::StatusOr<std::string> text = ReadString(node, path);
-    if (!text.ok()) return text.status();
-    absl::StatusOr<Metric> metric = ParseMetric(*text);
-    if (!metric.ok()) return Error(node, path, metric.status().message());
-    return *metric;
-  }
-
-  absl::Status ReadGuardrails(const YAML::Node& node, Experiment* e) {
-    absl::StatusOr<std::vector<YAML::Node>> items = ReadList(node, "spec.guardrails");
-    if (!items.ok()) return items.status();
-    for (size_t i = 0; i < items->size(); ++i) {
-      const std::string path = absl::StrCat("spec.guardrails[", i, "]");
-      const YAML::Node& item = (*items)[i];
-      FieldMap f;
-      if (absl::Status s =
-              ReadMap(item, path, {"metric", "op", "threshold", "minAdapters", "minWindows"}, &f);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = RequireFields(item, path, {"metric", "op", "threshold"}, f); !s.ok()) {
-        return s;
-      }
-      Guardrail g;
-      absl::StatusOr<Metric> metric = ReadMetric(f["metric"].second, absl::StrCat(path, ".metric"));
-      if (!metric.ok()) return metric.status();
-      g.metric = *metric;
-      const YAML::Node& op_node = f["op"].second;
-      absl::StatusOr<std::string> op = ReadString(op_node, absl::StrCat(path, ".op"));
-      if (!op.ok()) return op.status();
-      if (*op == "<=") {
-        g.op = GuardrailOp::kAtMost;
-      } else if (*op == ">=") {
-        g.op = GuardrailOp::kAtLeast;
-      } else {
-        return Error(op_node, absl::StrCat(path, ".op"),
-                     absl::StrCat("unsupported op '", *op,
-                                  "' (expected \"<=\" or \">=\": the condition the metric must "
-                                  "keep)"));
-      }
-      const YAML::Node& threshold_node = f["threshold"].second;
-      absl::StatusOr<std::string> threshold =
-          ReadString(threshold_node, absl::StrCat(path, ".threshold"));
-      if (!threshold.ok()) return threshold.status();
-      absl::StatusOr<double> value = ParseMetricValue(g.metric, *threshold);
-      if (!value.ok()) {
-        return Error(threshold_node, absl::StrCat(path, ".threshold"), value.status().message());
-      }
-      g.threshold = *value;
-      if (auto it = f.find("minAdapters"); it != f.end()) {
-        absl::StatusOr<uint32_t> n =
-            ReadCount(it->second.second, absl::StrCat(path, ".minAdapters"), "minAdapters", 2,
-                      kMaxMinAdaptersPerArm);
-        if (!n.ok()) return n.status();
-        g.min_adapters = *n;
-      }
-      if (auto it = f.find("minWindows"); it != f.end()) {
-        absl::StatusOr<uint32_t> n = ReadCount(it->second.second, absl::StrCat(path, ".minWindows"),
-                                               "minWindows", 1, kMaxMinWindowsPerArm);
-        if (!n.ok()) return n.status();
-        g.min_windows = *n;
-      }
-      e->guardrails.push_back(g);
     }
     return absl::OkStatus();
   }
@@ -322,13 +242,16 @@ class ExperimentReader : public common::DocumentReader {
       }
     }
     if (auto it = f.find("guardrails"); it != f.end()) {
-      if (absl::Status s = ReadGuardrails(it->second.second, e); !s.ok()) return s;
+      if (absl::Status s = ReadGuardrails(it->second.second, "spec.guardrails", &e->guardrails);
+          !s.ok()) {
+        return s;
+      }
     }
     if (auto it = f.find("segments"); it != f.end()) {
-      absl::StatusOr<std::vector<std::pair<YAML::Node, std::string>>> keys =
-          ReadStringList(it->second.second, "spec.segments");
-      if (!keys.ok()) return keys.status();
-      for (auto& [key_node, key] : *keys) e->segment_keys.push_back(std::move(key));
+      if (absl::Status s = ReadSegmentKeys(it->second.second, "spec.segments", &e->segment_keys);
+          !s.ok()) {
+        return s;
+      }
     }
     if (auto it = f.find("minAdaptersPerArm"); it != f.end()) {
       absl::StatusOr<uint32_t> n = ReadCount(it->second.second, "spec.minAdaptersPerArm",

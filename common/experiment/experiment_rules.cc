@@ -114,6 +114,128 @@ std::optional<FieldError> ProbeMismatch(Metric metric, const std::string& where,
 
 }  // namespace
 
+CheckResult CheckWindowLength(absl::Duration window_length) {
+  if (window_length < kMinWindowLength || window_length > kMaxWindowLength ||
+      window_length % absl::Seconds(1) != absl::ZeroDuration()) {
+    return FieldError{"spec.windowLength", absl::StrCat("windowLength ", Dur(window_length),
+                                                        " must be whole seconds in 1s..1h")};
+  }
+  return std::nullopt;
+}
+
+CheckResult CheckBurnIn(absl::Duration burn_in) {
+  if (burn_in < absl::ZeroDuration() || burn_in == absl::InfiniteDuration()) {
+    return FieldError{"spec.burnIn",
+                      absl::StrCat("burnIn ", Dur(burn_in), " must not be negative")};
+  }
+  return std::nullopt;
+}
+
+CheckResult CheckSwitchbackPeriod(absl::Duration window_length, absl::Duration period_length,
+                                  absl::Duration burn_in) {
+  auto fail = [](std::string field, std::string message) -> CheckResult {
+    return FieldError{std::move(field), std::move(message)};
+  };
+  const absl::Duration zero = absl::ZeroDuration();
+  if (period_length == zero) {
+    return fail("spec.periodLength", "is required for the switchback design");
+  }
+  if (period_length < window_length || period_length == absl::InfiniteDuration()) {
+    return fail("spec.periodLength",
+                absl::StrCat("periodLength ", Dur(period_length), " must be at least windowLength ",
+                             Dur(window_length)));
+  }
+  if (period_length % window_length != zero) {
+    return fail(
+        "spec.periodLength",
+        absl::StrCat("periodLength ", Dur(period_length), " must be a multiple of windowLength ",
+                     Dur(window_length), " so windows do not straddle a switch"));
+  }
+  if (burn_in + window_length > period_length) {
+    return fail("spec.burnIn",
+                absl::StrCat("burnIn ", Dur(burn_in), " leaves no full window of ",
+                             Dur(window_length), " in a period of ", Dur(period_length)));
+  }
+  return std::nullopt;
+}
+
+CheckResult CheckGuardrails(const std::vector<Guardrail>& guardrails) {
+  auto fail = [](std::string field, std::string message) -> CheckResult {
+    return FieldError{std::move(field), std::move(message)};
+  };
+  if (guardrails.size() > kMaxGuardrails) {
+    return fail("spec.guardrails",
+                absl::StrCat("has ", guardrails.size(), " guardrails; at most 32 are allowed"));
+  }
+  for (size_t i = 0; i < guardrails.size(); ++i) {
+    const Guardrail& g = guardrails[i];
+    const std::string path = absl::StrCat("spec.guardrails[", i, "]");
+    const bool ratio = UnitOf(g.metric) == MetricUnit::kRatio;
+    if (!std::isfinite(g.threshold) || g.threshold < 0 || (ratio && g.threshold > 1)) {
+      return fail(absl::StrCat(path, ".threshold"),
+                  absl::StrCat("threshold ", g.threshold, " of ", ToAbslView(MetricName(g.metric)),
+                               ratio ? " must lie in [0, 1]" : " must be finite and >= 0"));
+    }
+    if (g.min_adapters && (*g.min_adapters < 2 || *g.min_adapters > kMaxMinAdaptersPerArm)) {
+      return fail(absl::StrCat(path, ".minAdapters"),
+                  absl::StrCat("minAdapters ", *g.min_adapters,
+                               " is out of range 2..100000 (a bound needs 2 adapters)"));
+    }
+    if (g.min_windows && (*g.min_windows < 1 || *g.min_windows > kMaxMinWindowsPerArm)) {
+      return fail(absl::StrCat(path, ".minWindows"),
+                  absl::StrCat("minWindows ", *g.min_windows, " is out of range 1..10000000"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (guardrails[j].metric == g.metric && guardrails[j].op == g.op) {
+        return fail(path, absl::StrCat("duplicate guardrail ", ToAbslView(MetricName(g.metric)),
+                                       " ", ToAbslView(GuardrailOpSymbol(g.op)),
+                                       " (also spec.guardrails[", j, "])"));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+CheckResult CheckSegmentKeys(const std::vector<std::string>& keys) {
+  auto fail = [](std::string field, std::string message) -> CheckResult {
+    return FieldError{std::move(field), std::move(message)};
+  };
+  if (keys.size() > kMaxSegmentKeys) {
+    return fail("spec.segments", absl::StrCat("has ", keys.size(), " keys; at most 4 are allowed"));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& key = keys[i];
+    const std::string path = absl::StrCat("spec.segments[", i, "]");
+    if (!IsBuiltinSegmentKey(key)) {
+      if (absl::Status s = common::ValidateLabelKey(key); !s.ok()) {
+        return fail(path, absl::StrCat(s.message(),
+                                       " (segments are usb_speed, chip, host or a "
+                                       "host label key)"));
+      }
+    }
+    if (std::find(keys.begin(), keys.begin() + i, key) != keys.begin() + i) {
+      return fail(path, absl::StrCat("duplicate segment key '", key, "'"));
+    }
+  }
+  return std::nullopt;
+}
+
+CheckResult CheckArmMinimums(uint32_t min_adapters, uint32_t min_windows) {
+  auto fail = [](std::string field, std::string message) -> CheckResult {
+    return FieldError{std::move(field), std::move(message)};
+  };
+  if (min_adapters < 2 || min_adapters > kMaxMinAdaptersPerArm) {
+    return fail("spec.minAdaptersPerArm",
+                absl::StrCat("minAdaptersPerArm ", min_adapters,
+                             " is out of range 2..100000 (a confidence interval needs 2)"));
+  }
+  if (min_windows < 1 || min_windows > kMaxMinWindowsPerArm) {
+    return fail("spec.minWindowsPerArm",
+                absl::StrCat("minWindowsPerArm ", min_windows, " is out of range 1..10000000"));
+  }
+  return std::nullopt;
+}
+
 // Every rule of the document, in document order. The first broken rule is returned.
 CheckResult CheckExperiment(const Experiment& e) {
   auto fail = [](std::string field, std::string message) -> CheckResult {
@@ -178,37 +300,15 @@ CheckResult CheckExperiment(const Experiment& e) {
     return fail("spec.duration",
                 absl::StrCat("duration ", Dur(e.duration), " exceeds the limit of 90 days"));
   }
-  if (e.window_length < kMinWindowLength || e.window_length > kMaxWindowLength ||
-      e.window_length % absl::Seconds(1) != zero) {
-    return fail("spec.windowLength", absl::StrCat("windowLength ", Dur(e.window_length),
-                                                  " must be whole seconds in 1s..1h"));
-  }
+  if (CheckResult p = CheckWindowLength(e.window_length)) return p;
   if (e.window_length > e.duration) {
     return fail("spec.windowLength", absl::StrCat("windowLength ", Dur(e.window_length),
                                                   " is longer than duration ", Dur(e.duration)));
   }
-  if (e.burn_in < zero || e.burn_in == absl::InfiniteDuration()) {
-    return fail("spec.burnIn", absl::StrCat("burnIn ", Dur(e.burn_in), " must not be negative"));
-  }
+  if (CheckResult p = CheckBurnIn(e.burn_in)) return p;
   if (e.design == Design::kSwitchback) {
-    if (e.period_length == zero) {
-      return fail("spec.periodLength", "is required for the switchback design");
-    }
-    if (e.period_length < e.window_length || e.period_length == absl::InfiniteDuration()) {
-      return fail("spec.periodLength",
-                  absl::StrCat("periodLength ", Dur(e.period_length),
-                               " must be at least windowLength ", Dur(e.window_length)));
-    }
-    if (e.period_length % e.window_length != zero) {
-      return fail("spec.periodLength",
-                  absl::StrCat("periodLength ", Dur(e.period_length),
-                               " must be a multiple of windowLength ", Dur(e.window_length),
-                               " so windows do not straddle a switch"));
-    }
-    if (e.burn_in + e.window_length > e.period_length) {
-      return fail("spec.burnIn",
-                  absl::StrCat("burnIn ", Dur(e.burn_in), " leaves no full window of ",
-                               Dur(e.window_length), " in a period of ", Dur(e.period_length)));
+    if (CheckResult p = CheckSwitchbackPeriod(e.window_length, e.period_length, e.burn_in)) {
+      return p;
     }
     const absl::Duration block = e.period_length * static_cast<int64_t>(e.TotalWeight());
     if (e.duration < block) {
@@ -242,65 +342,9 @@ CheckResult CheckExperiment(const Experiment& e) {
     }
   }
 
-  if (e.guardrails.size() > kMaxGuardrails) {
-    return fail("spec.guardrails",
-                absl::StrCat("has ", e.guardrails.size(), " guardrails; at most 32 are allowed"));
-  }
-  for (size_t i = 0; i < e.guardrails.size(); ++i) {
-    const Guardrail& g = e.guardrails[i];
-    const std::string path = absl::StrCat("spec.guardrails[", i, "]");
-    const bool ratio = UnitOf(g.metric) == MetricUnit::kRatio;
-    if (!std::isfinite(g.threshold) || g.threshold < 0 || (ratio && g.threshold > 1)) {
-      return fail(absl::StrCat(path, ".threshold"),
-                  absl::StrCat("threshold ", g.threshold, " of ", ToAbslView(MetricName(g.metric)),
-                               ratio ? " must lie in [0, 1]" : " must be finite and >= 0"));
-    }
-    if (g.min_adapters && (*g.min_adapters < 2 || *g.min_adapters > kMaxMinAdaptersPerArm)) {
-      return fail(absl::StrCat(path, ".minAdapters"),
-                  absl::StrCat("minAdapters ", *g.min_adapters,
-                               " is out of range 2..100000 (a bound needs 2 adapters)"));
-    }
-    if (g.min_windows && (*g.min_windows < 1 || *g.min_windows > kMaxMinWindowsPerArm)) {
-      return fail(absl::StrCat(path, ".minWindows"),
-                  absl::StrCat("minWindows ", *g.min_windows, " is out of range 1..10000000"));
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (e.guardrails[j].metric == g.metric && e.guardrails[j].op == g.op) {
-        return fail(path, absl::StrCat("duplicate guardrail ", ToAbslView(MetricName(g.metric)),
-                                       " ", ToAbslView(GuardrailOpSymbol(g.op)),
-                                       " (also spec.guardrails[", j, "])"));
-      }
-    }
-  }
-
-  if (e.segment_keys.size() > kMaxSegmentKeys) {
-    return fail("spec.segments",
-                absl::StrCat("has ", e.segment_keys.size(), " keys; at most 4 are allowed"));
-  }
-  for (size_t i = 0; i < e.segment_keys.size(); ++i) {
-    const std::string& key = e.segment_keys[i];
-    const std::string path = absl::StrCat("spec.segments[", i, "]");
-    if (!IsBuiltinSegmentKey(key)) {
-      if (absl::Status s = common::ValidateLabelKey(key); !s.ok()) {
-        return fail(path, absl::StrCat(s.message(),
-                                       " (segments are usb_speed, chip, host or a "
-                                       "host label key)"));
-      }
-    }
-    if (std::find(e.segment_keys.begin(), e.segment_keys.begin() + i, key) !=
-        e.segment_keys.begin() + i) {
-      return fail(path, absl::StrCat("duplicate segment key '", key, "'"));
-    }
-  }
-  if (e.min_adapters_per_arm < 2 || e.min_adapters_per_arm > kMaxMinAdaptersPerArm) {
-    return fail("spec.minAdaptersPerArm",
-                absl::StrCat("minAdaptersPerArm ", e.min_adapters_per_arm,
-                             " is out of range 2..100000 (a confidence interval needs 2)"));
-  }
-  if (e.min_windows_per_arm < 1 || e.min_windows_per_arm > kMaxMinWindowsPerArm) {
-    return fail("spec.minWindowsPerArm", absl::StrCat("minWindowsPerArm ", e.min_windows_per_arm,
-                                                      " is out of range 1..10000000"));
-  }
+  if (CheckResult p = CheckGuardrails(e.guardrails)) return p;
+  if (CheckResult p = CheckSegmentKeys(e.segment_keys)) return p;
+  if (CheckResult p = CheckArmMinimums(e.min_adapters_per_arm, e.min_windows_per_arm)) return p;
   if (auto p = Problem(common::CheckPriority(e.priority))) return fail("spec.priority", *p);
 
   const std::vector<std::pair<Metric, std::string>> probe_metrics = ProbeMetricFields(e);

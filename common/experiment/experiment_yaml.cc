@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/experiment/experiment.h"
+#include "common/experiment/experiment_reader.h"
 #include "common/policy/document_reader.h"
 
 namespace rxfleet::experiments {
@@ -16,6 +17,21 @@ namespace {
 std::string RoundTripDouble(double value) { return absl::StrFormat("%.17g", value); }
 
 }  // namespace
+
+void EmitGuardrails(YAML::Emitter& out, const std::vector<Guardrail>& guardrails) {
+  out << YAML::Key << "guardrails" << YAML::Value << YAML::BeginSeq;
+  for (const Guardrail& g : guardrails) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "metric" << YAML::Value << std::string(MetricName(g.metric));
+    out << YAML::Key << "op" << YAML::Value << YAML::DoubleQuoted
+        << std::string(GuardrailOpSymbol(g.op));
+    out << YAML::Key << "threshold" << YAML::Value << RoundTripDouble(g.threshold);
+    if (g.min_adapters) out << YAML::Key << "minAdapters" << YAML::Value << *g.min_adapters;
+    if (g.min_windows) out << YAML::Key << "minWindows" << YAML::Value << *g.min_windows;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
 
 std::string ExperimentToYaml(const Experiment& e) {
   YAML::Emitter out;
@@ -56,18 +72,7 @@ std::string ExperimentToYaml(const Experiment& e) {
   out << YAML::Key << "secondaryMetrics" << YAML::Value << YAML::Flow << YAML::BeginSeq;
   for (Metric m : e.secondary_metrics) out << std::string(MetricName(m));
   out << YAML::EndSeq;
-  out << YAML::Key << "guardrails" << YAML::Value << YAML::BeginSeq;
-  for (const Guardrail& g : e.guardrails) {
-    out << YAML::Flow << YAML::BeginMap;
-    out << YAML::Key << "metric" << YAML::Value << std::string(MetricName(g.metric));
-    out << YAML::Key << "op" << YAML::Value << YAML::DoubleQuoted
-        << std::string(GuardrailOpSymbol(g.op));
-    out << YAML::Key << "threshold" << YAML::Value << RoundTripDouble(g.threshold);
-    if (g.min_adapters) out << YAML::Key << "minAdapters" << YAML::Value << *g.min_adapters;
-    if (g.min_windows) out << YAML::Key << "minWindows" << YAML::Value << *g.min_windows;
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
+  EmitGuardrails(out, e.guardrails);
   common::EmitStringList(out, "segments", e.segment_keys, /*quoted=*/false);
   out << YAML::Key << "minAdaptersPerArm" << YAML::Value << e.min_adapters_per_arm;
   out << YAML::Key << "minWindowsPerArm" << YAML::Value << e.min_windows_per_arm;

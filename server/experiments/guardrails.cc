@@ -15,6 +15,29 @@ using common::ToAbslView;
 
 }  // namespace
 
+absl::StatusOr<GuardrailCheck> EvaluateGuardrail(const Experiment& e, const SegmentData& sd,
+                                                 size_t arm, const Guardrail& g) {
+  if (arm >= sd.means.size() || arm >= sd.metric_windows.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "arm index ", arm, " is not an arm of the segment's data (", sd.means.size(), " arms)"));
+  }
+  GuardrailCheck check;
+  const std::vector<double> values = sd.Values(arm, g.metric);
+  check.adapters = values.size();
+  check.windows = sd.metric_windows[arm][static_cast<size_t>(g.metric)];
+  if (check.adapters < e.MinAdapters(g) || check.windows < e.MinWindows(g)) return check;
+  absl::StatusOr<MeanEstimate> estimate = EstimateMean(values);
+  if (!estimate.ok()) return estimate.status();
+  check.observed = estimate->mean;
+  check.bound = g.op == GuardrailOp::kAtMost ? LowerConfidenceBound(*estimate)
+                                             : UpperConfidenceBound(*estimate);
+  if (!check.bound) return check;
+  const bool breached =
+      g.op == GuardrailOp::kAtMost ? *check.bound > g.threshold : *check.bound < g.threshold;
+  check.state = breached ? GuardrailState::kBreached : GuardrailState::kHolds;
+  return check;
+}
+
 absl::StatusOr<std::vector<GuardrailDecision>> EvaluateGuardrails(
     const Experiment& e, const Aggregate& aggregate, std::span<const StoppedArm> stopped) {
   if (absl::Status s = ValidateExperiment(e); !s.ok()) return s;
@@ -24,29 +47,19 @@ absl::StatusOr<std::vector<GuardrailDecision>> EvaluateGuardrails(
     for (size_t arm = 0; arm < e.arms.size(); ++arm) {
       if (arm == control || IsStopped(stopped, e.arms[arm].name, sd.values)) continue;
       for (const Guardrail& g : e.guardrails) {
-        const size_t m = static_cast<size_t>(g.metric);
-        const std::vector<double> values = sd.Values(arm, g.metric);
-        const uint64_t windows = sd.metric_windows[arm][m];
-        if (values.size() < e.MinAdapters(g) || windows < e.MinWindows(g)) continue;
-        absl::StatusOr<MeanEstimate> estimate = EstimateMean(values);
-        if (!estimate.ok()) return estimate.status();
-        const std::optional<double> bound = g.op == GuardrailOp::kAtMost
-                                                ? LowerConfidenceBound(*estimate)
-                                                : UpperConfidenceBound(*estimate);
-        if (!bound) continue;
-        const bool breached =
-            g.op == GuardrailOp::kAtMost ? *bound > g.threshold : *bound < g.threshold;
-        if (!breached) continue;
+        absl::StatusOr<GuardrailCheck> check = EvaluateGuardrail(e, sd, arm, g);
+        if (!check.ok()) return check.status();
+        if (check->state != GuardrailState::kBreached) continue;
         GuardrailDecision d;
         d.arm = e.arms[arm].name;
         d.segment = sd.values;
         d.metric = g.metric;
         d.op = g.op;
         d.threshold = g.threshold;
-        d.observed = estimate->mean;
-        d.bound = *bound;
-        d.adapters = values.size();
-        d.windows = windows;
+        d.observed = check->observed;
+        d.bound = *check->bound;
+        d.adapters = check->adapters;
+        d.windows = check->windows;
         d.message = absl::StrCat(
             ToAbslView(MetricName(g.metric)), " ", FormatMetricValue(g.metric, d.observed),
             " (95 % ", g.op == GuardrailOp::kAtMost ? "lower" : "upper", " bound ",

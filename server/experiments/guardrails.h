@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,29 @@ struct GuardrailDecision {
   /// 480 windows"
   std::string message;
 };
+
+/// Where one guardrail stands for one arm in one segment.
+enum class GuardrailState : uint8_t {
+  kNotEnoughData,  ///< fewer adapters or windows than the guardrail needs, or no bound
+  kHolds,          ///< enough data and the one-sided bound does not cross the threshold
+  kBreached,       ///< enough data and the bound crosses the threshold (rule 3 above)
+};
+
+/// The evaluation of one guardrail for one arm in one segment.
+struct GuardrailCheck {
+  GuardrailState state = GuardrailState::kNotEnoughData;
+  double observed = 0;          ///< mean of the adapter-level values; 0 without values
+  std::optional<double> bound;  ///< the one-sided 95 % bound, when it could be computed
+  size_t adapters = 0;          ///< adapters with a value
+  uint64_t windows = 0;         ///< valid windows with a value
+};
+
+/// Evaluates `guardrail` on arm `arm` of `segment` with rules 1-3 of the file comment (the
+/// minima from `experiment`). Does not look at stops or at which arm is control.
+/// Errors: InvalidArgument when `arm` is not an arm of the segment's data.
+absl::StatusOr<GuardrailCheck> EvaluateGuardrail(const Experiment& experiment,
+                                                 const SegmentData& segment, size_t arm,
+                                                 const Guardrail& guardrail);
 
 /// Evaluates every guardrail in every segment (see the file comment). Decisions come in
 /// segment order, then arm order, then guardrail order; at most one decision per (arm,

@@ -6,6 +6,7 @@
 // SplitMix64 (uniform, unit variance), so the windows are the same on every platform and
 // golden renderings stay stable.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -41,51 +42,58 @@ struct SimOptions {
   std::vector<StoppedArm> stopped;
 };
 
+// Uniform noise on [-sqrt(3), sqrt(3)): mean 0, variance 1, from SplitMix64.
+inline double UnitNoise(SplitMix64& rng) {
+  const double u = static_cast<double>(rng.Next() >> 11) * 0x1.0p-53;
+  return (2 * u - 1) * 1.7320508075688772;
+}
+
+// One window of `adapter` running an arm with means `effect` from `start` for `length`, with
+// relative noise `noise` (sd) drawn from `rng`. The caller sets arm, period and validity.
+inline Window SimulatedWindow(const SimAdapter& adapter, const ArmEffect& effect, absl::Time start,
+                              absl::Duration length, double noise, SplitMix64& rng) {
+  const double seconds = absl::ToDoubleSeconds(length);
+  auto noisy = [&](double value) { return std::max(0.0, value * (1 + noise * UnitNoise(rng))); };
+  Window w;
+  w.adapter = adapter.key;
+  w.segment = adapter.segment;
+  w.start = start;
+  w.duration = length;
+  w.rx_bytes = static_cast<uint64_t>(noisy(effect.rx_bps * adapter.level) * seconds / 8);
+  w.tx_bytes = w.rx_bytes / 20;
+  w.rx_packets = 100000;
+  w.tx_packets = 5000;
+  const double drop = std::min(0.99, noisy(effect.drop_ratio));
+  w.rx_dropped = static_cast<uint64_t>(std::llround(drop / (1 - drop) * 100000));
+  w.rtt_count = 60;
+  w.rtt_p99_seconds = noisy(effect.rtt_p99_seconds);
+  w.rtt_mean_seconds = w.rtt_p99_seconds / 2;
+  w.probes_sent = 60;
+  w.probes_lost = 0;
+  w.busiest_core_ratio = std::min(1.0, noisy(effect.busiest_core_ratio));
+  w.host_cpu_ratio = w.busiest_core_ratio / 2;
+  return w;
+}
+
 // Windows of every adapter from the experiment start to the end (or options.until).
 inline std::vector<Window> Simulate(const Assigner& assigner,
                                     const std::vector<SimAdapter>& adapters,
                                     const SimOptions& options = {}) {
   const Experiment& e = assigner.experiment();
   SplitMix64 rng(options.seed);
-  // Uniform on [-sqrt(3), sqrt(3)): mean 0, variance 1.
-  auto unit_noise = [&rng]() {
-    const double u = static_cast<double>(rng.Next() >> 11) * 0x1.0p-53;
-    return (2 * u - 1) * 1.7320508075688772;
-  };
   std::vector<Window> windows;
   const absl::Time until = std::min(options.until, assigner.end());
-  const double seconds = absl::ToDoubleSeconds(e.window_length);
   for (const SimAdapter& adapter : adapters) {
     for (absl::Time t = assigner.start(); t + e.window_length <= until; t += e.window_length) {
       absl::StatusOr<Assignment> a =
           assigner.Assign(adapter.key, adapter.segment, t, options.stopped);
       if (!a.ok()) continue;
-      const ArmEffect& effect = adapter.arms[a->arm_index];
-      auto noisy = [&](double value) {
-        return std::max(0.0, value * (1 + options.noise * unit_noise()));
-      };
-      Window w;
-      w.adapter = adapter.key;
-      w.segment = adapter.segment;
+      Window w = SimulatedWindow(adapter, adapter.arms[a->arm_index], t, e.window_length,
+                                 options.noise, rng);
       w.arm = a->arm;
       w.period_index = a->period_index;
-      w.start = t;
-      w.duration = e.window_length;
       w.valid = !(a->in_burn_in && options.agent_marks_burn_in);
       if (!w.valid) w.invalid_reason = "burn_in";
-      w.rx_bytes = static_cast<uint64_t>(noisy(effect.rx_bps * adapter.level) * seconds / 8);
-      w.tx_bytes = w.rx_bytes / 20;
-      w.rx_packets = 100000;
-      w.tx_packets = 5000;
-      const double drop = std::min(0.99, noisy(effect.drop_ratio));
-      w.rx_dropped = static_cast<uint64_t>(std::llround(drop / (1 - drop) * 100000));
-      w.rtt_count = 60;
-      w.rtt_p99_seconds = noisy(effect.rtt_p99_seconds);
-      w.rtt_mean_seconds = w.rtt_p99_seconds / 2;
-      w.probes_sent = 60;
-      w.probes_lost = 0;
-      w.busiest_core_ratio = std::min(1.0, noisy(effect.busiest_core_ratio));
-      w.host_cpu_ratio = w.busiest_core_ratio / 2;
       windows.push_back(std::move(w));
     }
   }
