@@ -10,10 +10,13 @@
 #
 #   bench/server/fanout.sh [--build-dir build/release] [--changes 5] [--debounce 100ms]
 #                          [--servers "yardstick rxfleet"] [--server-args "ARGS"]
-#                          [--out DIR] [AGENTS:CHANNELS ...]
+#                          [--loadgen-args "ARGS"] [--out DIR] [AGENTS:CHANNELS ...]
 # Default runs: 100:100 1000:1000 10000:100. --server-args go to rxfleet-server (e.g.
-# "--agent-completion-queues 16"). p50/p99 are over the changes (nearest rank: with 5 changes
-# p99 is the slowest) of the time from the ApplyPolicy call until the last agent ACKed.
+# "--agent-completion-queues 16"), --loadgen-args to rxfleet-loadgen (e.g. "--grpc-arg
+# grpc.http2.bdp_probe=0" for the agents' channels). "server CPU s/change" is the server's
+# user + system CPU from the first change to the last, over the changes. p50/p99 are over the
+# changes (nearest rank: with 5 changes p99 is the slowest) of the time from the ApplyPolicy
+# call until the last agent ACKed.
 set -euo pipefail
 
 build_dir=build/release
@@ -22,6 +25,7 @@ debounce=100ms
 out_dir=
 servers="yardstick rxfleet"
 server_args=
+loadgen_args=
 runs=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,8 +34,9 @@ while [ $# -gt 0 ]; do
     --debounce) debounce=$2; shift 2 ;;
     --servers) servers=$2; shift 2 ;;
     --server-args) server_args=$2; shift 2 ;;
+    --loadgen-args) loadgen_args=$2; shift 2 ;;
     --out) out_dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) runs+=("$1"); shift ;;
   esac
 done
@@ -61,8 +66,9 @@ ulimit -n "$(ulimit -Hn)"
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(uname -r), fd limit $(ulimit -n), debounce $debounce, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 [ -z "$server_args" ] || echo "# rxfleet-server $server_args"
-printf '| server | agents | connections | connect s | server RSS idle MiB | with agents MiB | KiB/agent | change->all ACKed p50 / p99 ms | load avg |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+[ -z "$loadgen_args" ] || echo "# rxfleet-loadgen $loadgen_args"
+printf '| server | agents | connections | connect s | server RSS idle MiB | with agents MiB | KiB/agent | change->all ACKed p50 / p99 ms | server CPU s/change | load avg |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for run in "${runs[@]}"; do
   agents=${run%%:*}
   channels=${run##*:}
@@ -88,8 +94,9 @@ for run in "${runs[@]}"; do
     [ -n "$port" ] || { echo "fanout.sh: $kind did not start:" >&2; cat "$log" >&2; exit 1; }
     sleep 1  # idle memory after start-up
     json="$out_dir/loadgen-$kind-$agents-$channels.json"
+    # shellcheck disable=SC2086  # --loadgen-args is a list of arguments
     "$loadgen_bin" --server "127.0.0.1:$port" --agents "$agents" --channels "$channels" \
-      --changes "$changes" --server-pid "$server_pid" >"$json" \
+      --changes "$changes" --server-pid "$server_pid" $loadgen_args >"$json" \
       2>"$out_dir/loadgen-$kind-$agents-$channels.log" \
       || echo "fanout.sh: loadgen reported failures for $kind $run (see $out_dir)" >&2
     load=$(cut -d' ' -f1 /proc/loadavg)
@@ -101,10 +108,10 @@ s = json.load(open(sys.argv[1]))
 alls = sorted(c["all_ms"] for c in s["changes"])
 def rank(p):
     return alls[max(0, math.ceil(p * len(alls)) - 1)] if alls else 0
-print("| {} | {:,} | {:,} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.0f} / {:.0f} | {} |".format(
+print("| {} | {:,} | {:,} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.0f} / {:.0f} | {:.2f} | {} |".format(
     sys.argv[2], s["agents"], s["channels"], s["connect_seconds"], s["server_rss_idle_kib"] / 1024,
     s["server_rss_connected_kib"] / 1024, s["server_kib_per_agent"], rank(0.5), rank(0.99),
-    sys.argv[3]))
+    s.get("server_cpu_seconds_per_change", 0), sys.argv[3]))
 PY
   done
 done

@@ -40,6 +40,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -93,6 +94,37 @@ int64_t RssKiB(const std::vector<int>& pids) {
     const int64_t rss = RssKiB(pid);
     if (rss < 0) return -1;
     sum += rss;
+  }
+  return pids.empty() ? -1 : sum;
+}
+
+// CPU time (user + system) of a process in seconds, or -1.
+double CpuSeconds(int pid) {
+  if (pid <= 0) return -1;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return -1;
+  // Fields after the command (which may hold spaces) end at the last ')'.
+  const size_t end = line.rfind(')');
+  if (end == std::string::npos) return -1;
+  const std::vector<std::string> fields = absl::StrSplit(line.substr(end + 2), ' ');
+  int64_t utime = 0;
+  int64_t stime = 0;
+  // utime and stime are fields 14 and 15 of proc(5), the 12th and 13th after the command.
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return -1;
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Sum of CpuSeconds over `pids`, or -1 if there are none or one is unreadable.
+double CpuSeconds(const std::vector<int>& pids) {
+  double sum = 0;
+  for (int pid : pids) {
+    const double cpu = CpuSeconds(pid);
+    if (cpu < 0) return -1;
+    sum += cpu;
   }
   return pids.empty() ? -1 : sum;
 }
@@ -395,6 +427,12 @@ class Agent {
     scheduler_->At(absl::Now() + delay, [this] { Connect(); });
   }
 
+  // Extra integer channel arguments (--grpc-arg), applied after the agent's own.
+  static std::vector<std::pair<std::string, int>>& ExtraArgs() {
+    static auto* extra = new std::vector<std::pair<std::string, int>>();
+    return *extra;
+  }
+
   static std::shared_ptr<grpc::Channel> MakeChannel(const std::string& server, int index) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -403,6 +441,7 @@ class Agent {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    for (const auto& [name, value] : ExtraArgs()) args.SetInt(name, value);
     return grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
   }
 
@@ -540,7 +579,21 @@ int main(int argc, char** argv) {
                  "until every agent is connected and has ACKed again")
       ->default_val(storm_rounds)
       ->check(CLI::Range(0, 1000));
+  std::vector<std::string> grpc_args;
+  app.add_option("--grpc-arg", grpc_args,
+                 "extra integer gRPC channel argument NAME=VALUE for the agents' channels, after "
+                 "the agent's own (repeatable)");
   CLI11_PARSE(app, argc, argv);
+  for (const std::string& arg : grpc_args) {
+    const std::vector<std::string> parts = absl::StrSplit(arg, absl::MaxSplits('=', 1));
+    int value = 0;
+    if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &value)) {
+      std::fprintf(stderr, "rxfleet-loadgen: --grpc-arg: expected NAME=INTEGER, got %s\n",
+                   arg.c_str());
+      return 2;
+    }
+    Agent::ExtraArgs().emplace_back(parts[0], value);
+  }
   // As in rxfleet-server: no lock-order graph on every mutex acquisition (one mutex per
   // stream made it the hottest code at 10,000 streams).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
@@ -642,6 +695,8 @@ int main(int argc, char** argv) {
     all_ok = all_ok && up;
     if (!up) break;
   }
+  const double server_cpu_before = CpuSeconds(server_pids);
+  const double own_cpu_before = CpuSeconds(getpid());
   for (int k = 0; connected && storm_rounds == 0 && k < changes; ++k) {
     rxfleet::v1::ApplyPolicyRequest request;
     rxfleet::v1::Policy* policy = request.mutable_policy();
@@ -668,15 +723,17 @@ int main(int argc, char** argv) {
                                 static_cast<size_t>(p * static_cast<double>(latencies.size())))];
     };
     const double all_ms = latencies.empty() ? 0 : latencies.back();
+    const double first_ms = latencies.empty() ? 0 : latencies.front();
     std::fprintf(stderr,
-                 "change %d (bundle %llu): ApplyPolicy %.1f ms; %d/%d agents; p50 %.1f ms, p99 "
-                 "%.1f ms, all %.1f ms\n",
+                 "change %d (bundle %llu): ApplyPolicy %.1f ms; %d/%d agents; first %.1f ms, p50 "
+                 "%.1f ms, p99 %.1f ms, all %.1f ms\n",
                  k + 1, static_cast<unsigned long long>(response.bundle_version()),
-                 absl::ToDoubleMilliseconds(apply_time), fleet.reached(), agents, percentile(0.5),
-                 percentile(0.99), all_ms);
+                 absl::ToDoubleMilliseconds(apply_time), fleet.reached(), agents, first_ms,
+                 percentile(0.5), percentile(0.99), all_ms);
     runs.push_back({{"bundle_version", response.bundle_version()},
                     {"apply_ms", absl::ToDoubleMilliseconds(apply_time)},
                     {"reached", fleet.reached()},
+                    {"first_ms", first_ms},
                     {"p50_ms", percentile(0.5)},
                     {"p99_ms", percentile(0.99)},
                     {"all_ms", all_ms}});
@@ -694,6 +751,10 @@ int main(int argc, char** argv) {
     absl::SleepFor(absl::Seconds(1));  // let the ACK storm's writes settle between changes
   }
 
+  // CPU per change, including the 1 s pauses between changes (keepalive and timers only).
+  const double server_cpu = CpuSeconds(server_pids) - server_cpu_before;
+  const double own_cpu = CpuSeconds(getpid()) - own_cpu_before;
+  const double n_changes = static_cast<double>(std::max<size_t>(1, runs.size()));
   nlohmann::json summary = {
       {"agents", agents},
       {"channels", channels},
@@ -704,6 +765,9 @@ int main(int argc, char** argv) {
        rss_idle > 0 && rss_connected > 0
            ? static_cast<double>(rss_connected - rss_idle) / static_cast<double>(agents)
            : 0.0},
+      {"server_cpu_seconds_per_change",
+       server_cpu_before >= 0 && !runs.empty() ? server_cpu / n_changes : 0.0},
+      {"loadgen_cpu_seconds_per_change", !runs.empty() ? own_cpu / n_changes : 0.0},
       {"changes", runs},
       {"storm_rounds", rounds}};
   if (n_servers > 1) summary["server_agents"] = server_agents;
@@ -712,6 +776,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "server RSS %lld KiB idle -> %lld KiB with %d agents: %.1f KiB/agent\n",
                  static_cast<long long>(rss_idle), static_cast<long long>(rss_connected), agents,
                  summary["server_kib_per_agent"].get<double>());
+  }
+  if (!runs.empty()) {
+    std::fprintf(stderr, "CPU per change: server %.3f s, load generator %.3f s\n",
+                 summary["server_cpu_seconds_per_change"].get<double>(),
+                 summary["loadgen_cpu_seconds_per_change"].get<double>());
   }
   for (std::unique_ptr<Agent>& agent : load) agent->Stop();
   fleet.AwaitDone(absl::Now() + absl::Seconds(30));
