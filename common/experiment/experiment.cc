@@ -17,8 +17,6 @@
 namespace rxfleet::experiments {
 namespace {
 
-using common::RxAggSettings;
-using common::Selector;
 using common::ToAbslView;
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -213,7 +214,8 @@ CheckResult CheckSegmentKeys(const std::vector<std::string>& keys) {
                                        "host label key)"));
       }
     }
-    if (std::find(keys.begin(), keys.begin() + i, key) != keys.begin() + i) {
+    const auto seen = keys.begin() + static_cast<std::ptrdiff_t>(i);
+    if (std::find(keys.begin(), seen, key) != seen) {
       return fail(path, absl::StrCat("duplicate segment key '", key, "'"));
     }
   }
@@ -268,8 +270,9 @@ CheckResult CheckExperiment(const Experiment& e) {
   for (size_t i = 0; i < e.arms.size(); ++i) {
     const Arm& arm = e.arms[i];
     const std::string path = absl::StrCat("spec.arms[", i, "]");
-    if (auto p = Problem(common::CheckObjectName("arm name", arm.name)))
+    if (auto p = Problem(common::CheckObjectName("arm name", arm.name))) {
       return fail(absl::StrCat(path, ".name"), *p);
+    }
     if (auto [it, inserted] = arm_names.emplace(arm.name, i); !inserted) {
       return fail(
           absl::StrCat(path, ".name"),
@@ -336,8 +339,8 @@ CheckResult CheckExperiment(const Experiment& e) {
     if (m == e.primary_metric) {
       return fail(path, absl::StrCat("'", ToAbslView(MetricName(m)), "' is the primary metric"));
     }
-    if (std::find(e.secondary_metrics.begin(), e.secondary_metrics.begin() + i, m) !=
-        e.secondary_metrics.begin() + i) {
+    const auto seen = e.secondary_metrics.begin() + static_cast<std::ptrdiff_t>(i);
+    if (std::find(e.secondary_metrics.begin(), seen, m) != seen) {
       return fail(path, absl::StrCat("duplicate metric '", ToAbslView(MetricName(m)), "'"));
     }
   }

@@ -73,8 +73,9 @@ absl::StatusOr<SegmentState> UpdateExploring(const HoldTuning& t, SegmentState s
       FindChallenger(s, survivor->hold_us)->status = CandidateStatus::kProposed;
       FindChallenger(s, survivor->hold_us)->changed = now;
       for (CandidateEvidence& row : table->candidates) {
-        if (row.hold_us == survivor->hold_us)
+        if (row.hold_us == survivor->hold_us) {
           row.status = CandidateStatusName(CandidateStatus::kProposed);
+        }
       }
       Proposal p{s.segment, survivor->hold_us, s.incumbent_hold_us,
                  now,       *std::move(table), *std::move(ev)};
