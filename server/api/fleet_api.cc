@@ -368,7 +368,8 @@ absl::StatusOr<v1::ApplyPolicyResponse> FleetApi::ApplyPolicy(const v1::ApplyPol
         PolicyEvent(written->created ? "PolicyCreated" : "PolicyApplied", name,
                     absl::StrCat("policy ", name, " stored (resource version ", new_version,
                                  ", generation ", written->policy.metadata().generation(),
-                                 "); pushed in bundle version ", written->bundle_version)),
+                                 "); agents get it with bundle version ", written->bundle_version,
+                                 " or a later one")),
         absl::Now());
     deps_.on_policy_change();
   }
@@ -463,8 +464,8 @@ absl::StatusOr<v1::DeletePolicyResponse> FleetApi::DeletePolicy(
   Audit(caller, "DeletePolicy", name, old_version, "", false, absl::OkStatus());
   deps_.events->Record(
       PolicyEvent("PolicyDeleted", name,
-                  absl::StrCat("policy ", name, " deleted; pushed in bundle version ",
-                               deleted->bundle_version)),
+                  absl::StrCat("policy ", name, " deleted; agents drop it with bundle version ",
+                               deleted->bundle_version, " or a later one")),
       absl::Now());
   deps_.on_policy_change();
   *response.mutable_policy() = deleted->policy;

@@ -16,8 +16,9 @@ namespace rxfleet::server {
 /// A Trigger() when no run is scheduled schedules one at max(now, start of the last run +
 /// `delay`); every Trigger() before that run starts is folded into it. So the first change
 /// after `delay` without a run starts a run immediately (no waiting for more changes to come),
-/// a burst of N changes costs at most two runs (the first change's, then one `delay` later for
-/// the rest), and no change waits longer than `delay` (plus the running action) to be acted on.
+/// a burst of changes within one `delay` costs at most two runs (the first change's, then one
+/// `delay` later for the rest), changes spread over a time T cost at most 1 + T / `delay` runs,
+/// and no change waits longer than `delay` (plus the running action) to be acted on.
 /// A Trigger() while the action runs schedules one more run, `delay` after the running one
 /// started (at once after it returns, if it took longer).
 ///
