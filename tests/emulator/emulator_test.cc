@@ -138,6 +138,23 @@ TEST_F(EmulatorTest, EveryShippedLabIsVisibleToLibusbWithItsSpeed) {
   EXPECT_GE(labs, 8);
 }
 
+// A relative TMPDIR (umockdev's testbed lives there), or one with "..", once left the child
+// without devices and printed only "uevent_sender_send: No such device"; the emulator makes it
+// absolute and normal.
+TEST_F(EmulatorTest, ARelativeTmpdirStillGivesTheChildItsDevices) {
+  const std::string relative =
+      std::filesystem::relative(tmp_, std::filesystem::current_path()).string();
+  ASSERT_FALSE(relative.empty());
+  ASSERT_NE(relative.front(), '/');
+  ProcessResult r =
+      RunProcess({EmulatorPath(), "--lab", LabPath("rtl8922au-superspeed"), "--", Probe(), "list"},
+                 absl::Seconds(60), {"TMPDIR=" + relative});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stderr_text, Not(HasSubstr("No such device")));
+  EXPECT_THAT(r.stdout_text, HasSubstr("vid=0bda pid=8912"));
+  EXPECT_TRUE(std::filesystem::is_empty(tmp_));
+}
+
 TEST_F(EmulatorTest, WithoutThePreloadLibusbSeesNoLabDevices) {
   ProcessResult r = RunProcess({Probe(), "list"}, absl::Seconds(20));
   EXPECT_EQ(r.exit_code, 0);

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -122,6 +123,17 @@ int main(int argc, char** argv) {
   if (!have_separator || i >= argc) return UsageError("missing -- COMMAND [ARGS...]");
   for (; i < argc; ++i) options.command.emplace_back(argv[i]);
 
+  // umockdev keeps its testbed under $TMPDIR and the preloaded library redirects /sys there;
+  // with a relative TMPDIR that redirection fails ("uevent_sender_send: No such device") and the
+  // child sees no devices, and so it does with ".." in the path: TMPDIR is made absolute and
+  // normal first.
+  if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') {
+    std::error_code error;
+    const std::filesystem::path absolute = std::filesystem::absolute(tmp, error);
+    if (error) return UsageError(std::string("TMPDIR ") + tmp + ": " + error.message());
+    const std::string normal = absolute.lexically_normal().string();
+    if (normal != tmp) setenv("TMPDIR", normal.c_str(), 1);
+  }
   if (std::getenv(kReexecMarker) == nullptr) return ReexecWithPreload(argv);
   if (!PreloadActive()) {
     std::cerr << "rxfleet-emulate: " << kPreload
