@@ -54,7 +54,18 @@ PostgresStore::PostgresStore(const StoreOptions& options)
       server_lock_(options.server_lock),
       name_(pq::DescribeConninfo(options.path)) {}
 
-PostgresStore::~PostgresStore() = default;
+PostgresStore::~PostgresStore() {
+  // Session advisory locks (the server lock, the replica id) go when the backend ends, which
+  // PostgreSQL does some time after the client hangs up; releasing them here lets a
+  // `migrate-store` or a restarted server started right after this one take them at once.
+  absl::MutexLock lock(&mu_);
+  if (conn_ == nullptr || !conn_->healthy()) return;
+  try {
+    conn_->Exec("SELECT pg_advisory_unlock_all()");
+  } catch (const pq::Error&) {
+    // The connection is going anyway; its backend releases the locks when it ends.
+  }
+}
 
 int PostgresStore::LatestSchemaVersion() const { return LatestPostgresSchemaVersion(); }
 
