@@ -87,15 +87,21 @@ int64_t RssKiB(int pid) {
   return -1;
 }
 
-// Sum of RssKiB over `pids`, or -1 if there are none or one of them is unreadable.
-int64_t RssKiB(const std::vector<int>& pids) {
-  int64_t sum = 0;
+// Sum of `of(pid)` over `pids` (RssKiB, CpuSeconds), or -1 if there are none or one of them is
+// unreadable (negative).
+template <typename F>
+auto SumOver(const std::vector<int>& pids, F of) -> decltype(of(0)) {
+  decltype(of(0)) sum = 0;
   for (int pid : pids) {
-    const int64_t rss = RssKiB(pid);
-    if (rss < 0) return -1;
-    sum += rss;
+    const auto value = of(pid);
+    if (value < 0) return -1;
+    sum += value;
   }
   return pids.empty() ? -1 : sum;
+}
+
+int64_t RssKiB(const std::vector<int>& pids) {
+  return SumOver(pids, [](int pid) { return RssKiB(pid); });
 }
 
 // CPU time (user + system) of a process in seconds, or -1.
@@ -118,15 +124,8 @@ double CpuSeconds(int pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// Sum of CpuSeconds over `pids`, or -1 if there are none or one is unreadable.
 double CpuSeconds(const std::vector<int>& pids) {
-  double sum = 0;
-  for (int pid : pids) {
-    const double cpu = CpuSeconds(pid);
-    if (cpu < 0) return -1;
-    sum += cpu;
-  }
-  return pids.empty() ? -1 : sum;
+  return SumOver(pids, [](int pid) { return CpuSeconds(pid); });
 }
 
 class Fleet;

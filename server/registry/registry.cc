@@ -509,8 +509,7 @@ absl::StatusOr<v1::Host> Registry::GetHost(std::string_view host_id, absl::Time 
   return View(it->second, now, latest_version);
 }
 
-std::vector<v1::Adapter> Registry::ListAdapters(bool include_gone) const {
-  absl::MutexLock lock(&mu_);
+std::vector<v1::Adapter> Registry::AdaptersLocked(bool include_gone) const {
   std::vector<v1::Adapter> out;
   for (const auto& [host_id, entry] : hosts_) {
     for (const auto& [id, adapter] : entry.adapters) {
@@ -520,16 +519,15 @@ std::vector<v1::Adapter> Registry::ListAdapters(bool include_gone) const {
   return out;
 }
 
+std::vector<v1::Adapter> Registry::ListAdapters(bool include_gone) const {
+  absl::MutexLock lock(&mu_);
+  return AdaptersLocked(include_gone);
+}
+
 std::shared_ptr<const std::vector<v1::Adapter>> Registry::AdapterSnapshot() const {
   absl::MutexLock lock(&mu_);
   if (snapshot_ == nullptr || snapshot_generation_ != adapters_generation_) {
-    auto adapters = std::make_shared<std::vector<v1::Adapter>>();
-    for (const auto& [host_id, entry] : hosts_) {
-      for (const auto& [id, adapter] : entry.adapters) {
-        if (!IsGone(adapter)) adapters->push_back(adapter);
-      }
-    }
-    snapshot_ = std::move(adapters);
+    snapshot_ = std::make_shared<const std::vector<v1::Adapter>>(AdaptersLocked(false));
     snapshot_generation_ = adapters_generation_;
   }
   return snapshot_;

@@ -198,6 +198,9 @@ class Registry {
   };
 
   Entry* Current(std::string_view host_id, uint64_t stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// ListAdapters without taking mu_.
+  std::vector<v1::Adapter> AdaptersLocked(bool include_gone) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Hands `events` to options_.on_adapter_event; call without holding mu_.
   void Emit(std::vector<v1::Event> events, absl::Time now) const ABSL_LOCKS_EXCLUDED(mu_);
   void PutAdapter(Entry& entry, v1::Adapter adapter, absl::Time now)
