@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/text_edit.h"
+
 namespace rxfleet::experiments {
 namespace {
 
@@ -40,12 +42,7 @@ spec:
 
 // kExample with `from` replaced by `to` (which must occur exactly once).
 std::string Edit(const std::string& from, const std::string& to) {
-  std::string text = kExample;
-  const size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  EXPECT_EQ(text.find(from, at + 1), std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
+  return rxfleet::testing::ReplacedOnce(kExample, from, to);
 }
 
 Experiment MustParse(const std::string& text) {

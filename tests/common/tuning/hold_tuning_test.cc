@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/text_edit.h"
+
 namespace rxfleet::tuning {
 namespace {
 
@@ -33,12 +35,7 @@ spec:
 )";
 
 std::string Edit(const std::string& from, const std::string& to) {
-  std::string text = kExample;
-  const size_t at = text.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  EXPECT_EQ(text.find(from, at + 1), std::string::npos) << from;
-  if (at != std::string::npos) text.replace(at, from.size(), to);
-  return text;
+  return rxfleet::testing::ReplacedOnce(kExample, from, to);
 }
 
 std::string ParseError(const std::string& text) {
