@@ -39,6 +39,7 @@
 #include "rxfleet/v1/agent_service.pb.h"
 #include "rxfleet/v1/event.pb.h"
 #include "rxfleet/v1/experiment.pb.h"
+#include "rxfleet/v1/tuning.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
 #include "server/store/token_store.h"
@@ -166,8 +167,8 @@ struct HostChanges {
 /// What decides the bundles, read in one snapshot (Store::LoadConfig).
 struct ConfigState {
   /// The store-wide revision: grows by at least one in the transaction of every configuration
-  /// change (policy applied or deleted, experiment created, updated or deleted, bundle version
-  /// bumped) and never otherwise; registry, events and metric windows leave it alone. On
+  /// change (policy applied or deleted, experiment or hold tuning created, updated or deleted,
+  /// bundle version bumped) and never otherwise; registry, events and metric windows leave it alone. On
   /// PostgreSQL each change also sends a wake-up to listening replicas
   /// (server/store/change_feed.h).
   uint64_t revision = 0;
@@ -249,6 +250,8 @@ struct StoreSnapshot {
   StoredState state;
   /// With their metadata and status as stored, ordered by create time.
   std::vector<v1::Experiment> experiments;
+  /// Hold tunings with their metadata and status as stored, ordered by create time.
+  std::vector<v1::HoldTuning> tunings;
   /// Every stored metric window, in arrival order.
   std::vector<StoredWindow> windows;
   /// Audit events of local commands that no server has recorded yet, with their ids.
@@ -365,6 +368,25 @@ class Store {
   virtual absl::Status DeleteExperiment(std::string_view name) = 0;
   /// Every stored experiment, ordered by create time (oldest first).
   virtual absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments() = 0;
+
+  /// Stores a new hold tuning (metadata.name set, validated by the caller) as
+  /// CreateExperiment stores an experiment: uid, resource_version (the store-wide revision),
+  /// generation 1, create_time = `now`. AlreadyExists if a tuning has the name (the caller
+  /// checks experiments). Write errors as ApplyPolicy.
+  virtual absl::StatusOr<v1::HoldTuning> CreateTuning(const v1::HoldTuning& tuning,
+                                                      absl::Time now) = 0;
+  /// Replaces the status of a stored tuning (with its planner state) and returns it with a new
+  /// resource_version; bumps the revision. NotFound if it does not exist; `fence` as for
+  /// UpdateExperimentStatus.
+  virtual absl::StatusOr<v1::HoldTuning> UpdateTuningStatus(std::string_view name,
+                                                            const v1::HoldTuningStatus& status,
+                                                            absl::Time now,
+                                                            const LeaseFence* fence) = 0;
+  /// Deletes a stored tuning and its metric windows in one transaction. NotFound if it does
+  /// not exist; write errors as ApplyPolicy.
+  virtual absl::Status DeleteTuning(std::string_view name) = 0;
+  /// Every stored tuning, ordered by create time (oldest first).
+  virtual absl::StatusOr<std::vector<v1::HoldTuning>> LoadTunings() = 0;
 
   /// Appends metric windows in one transaction (all or nothing).
   virtual absl::Status AddWindows(absl::Span<const StoredWindow> windows) = 0;
