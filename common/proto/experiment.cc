@@ -14,6 +14,48 @@
 
 namespace rxfleet::experiments {
 
+v1::Guardrail GuardrailToProto(const Guardrail& g) {
+  v1::Guardrail out;
+  out.set_metric(std::string(MetricName(g.metric)));
+  out.set_comparator(g.op == GuardrailOp::kAtMost ? v1::COMPARATOR_GREATER_THAN
+                                                  : v1::COMPARATOR_LESS_THAN);
+  out.set_threshold(g.threshold);
+  out.set_relative_to_control(false);
+  if (g.min_windows) out.set_min_windows(*g.min_windows);
+  if (g.min_adapters) out.set_min_adapters(*g.min_adapters);
+  return out;
+}
+
+absl::StatusOr<Guardrail> GuardrailFromProto(const v1::Guardrail& in, std::string_view path_in) {
+  const absl::string_view path = common::ToAbslView(path_in);
+  Guardrail g;
+  absl::StatusOr<Metric> m = ParseMetric(in.metric());
+  if (!m.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ".metric: ", m.status().message()));
+  }
+  g.metric = *m;
+  switch (in.comparator()) {
+    case v1::COMPARATOR_GREATER_THAN:
+      g.op = GuardrailOp::kAtMost;
+      break;
+    case v1::COMPARATOR_LESS_THAN:
+      g.op = GuardrailOp::kAtLeast;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ".comparator: must be COMPARATOR_LESS_THAN or COMPARATOR_GREATER_THAN"));
+  }
+  if (in.relative_to_control()) {
+    return absl::InvalidArgumentError(absl::StrCat(path,
+                                                   ".relative_to_control: relative guardrails "
+                                                   "are not supported; use an absolute threshold"));
+  }
+  g.threshold = in.threshold();
+  if (in.min_windows() != 0) g.min_windows = in.min_windows();
+  if (in.min_adapters() != 0) g.min_adapters = in.min_adapters();
+  return g;
+}
+
 v1::ExperimentSpec ExperimentSpecToProto(const Experiment& e) {
   v1::ExperimentSpec spec;
   *spec.mutable_selector() = common::SelectorToProto(e.selector);
@@ -34,16 +76,7 @@ v1::ExperimentSpec ExperimentSpecToProto(const Experiment& e) {
   *spec.mutable_burn_in() = common::DurationToProto(e.burn_in);
   spec.set_primary_metric(std::string(MetricName(e.primary_metric)));
   for (Metric m : e.secondary_metrics) spec.add_secondary_metrics(std::string(MetricName(m)));
-  for (const Guardrail& g : e.guardrails) {
-    v1::Guardrail* out = spec.add_guardrails();
-    out->set_metric(std::string(MetricName(g.metric)));
-    out->set_comparator(g.op == GuardrailOp::kAtMost ? v1::COMPARATOR_GREATER_THAN
-                                                     : v1::COMPARATOR_LESS_THAN);
-    out->set_threshold(g.threshold);
-    out->set_relative_to_control(false);
-    if (g.min_windows) out->set_min_windows(*g.min_windows);
-    if (g.min_adapters) out->set_min_adapters(*g.min_adapters);
-  }
+  for (const Guardrail& g : e.guardrails) *spec.add_guardrails() = GuardrailToProto(g);
   for (const std::string& key : e.segment_keys) spec.add_segment_label_keys(key);
   spec.set_priority(e.priority);
   spec.set_seed(e.seed);
@@ -121,33 +154,10 @@ absl::StatusOr<Experiment> ExperimentFromProto(const v1::Experiment& in, std::st
     e.secondary_metrics.push_back(*m);
   }
   for (int i = 0; i < spec.guardrails_size(); ++i) {
-    const v1::Guardrail& in_g = spec.guardrails(i);
-    const std::string path = absl::StrCat("spec.guardrails[", i, "]");
-    Guardrail g;
-    absl::StatusOr<Metric> m = ParseMetric(in_g.metric());
-    if (!m.ok()) return fail(absl::StrCat(path, ".metric: ", m.status().message()));
-    g.metric = *m;
-    switch (in_g.comparator()) {
-      case v1::COMPARATOR_GREATER_THAN:
-        g.op = GuardrailOp::kAtMost;
-        break;
-      case v1::COMPARATOR_LESS_THAN:
-        g.op = GuardrailOp::kAtLeast;
-        break;
-      default:
-        return fail(absl::StrCat(path,
-                                 ".comparator: must be COMPARATOR_LESS_THAN or "
-                                 "COMPARATOR_GREATER_THAN"));
-    }
-    if (in_g.relative_to_control()) {
-      return fail(absl::StrCat(path,
-                               ".relative_to_control: relative guardrails are not "
-                               "supported; use an absolute threshold"));
-    }
-    g.threshold = in_g.threshold();
-    if (in_g.min_windows() != 0) g.min_windows = in_g.min_windows();
-    if (in_g.min_adapters() != 0) g.min_adapters = in_g.min_adapters();
-    e.guardrails.push_back(g);
+    absl::StatusOr<Guardrail> g =
+        GuardrailFromProto(spec.guardrails(i), absl::StrCat("spec.guardrails[", i, "]"));
+    if (!g.ok()) return fail(g.status().message());
+    e.guardrails.push_back(*g);
   }
   e.segment_keys.assign(spec.segment_label_keys().begin(), spec.segment_label_keys().end());
   e.priority = spec.priority();

@@ -21,6 +21,15 @@
 
 namespace rxfleet::experiments {
 
+/// Guardrail -> v1::Guardrail (see the mapping notes); relative_to_control is false.
+v1::Guardrail GuardrailToProto(const Guardrail& guardrail);
+
+/// v1::Guardrail -> Guardrail; `path` names it in messages (e.g. "spec.guardrails[0]").
+/// min_windows/min_adapters 0 leave the optional unset. Errors: InvalidArgument
+/// "path.metric: ..." (unknown metric), "path.comparator: ..." (unspecified),
+/// "path.relative_to_control: ..." (not supported). Ranges are ValidateExperiment's.
+absl::StatusOr<Guardrail> GuardrailFromProto(const v1::Guardrail& guardrail, std::string_view path);
+
 /// Experiment -> v1::ExperimentSpec (see the mapping notes).
 v1::ExperimentSpec ExperimentSpecToProto(const Experiment& experiment);
 
