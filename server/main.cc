@@ -165,9 +165,10 @@ int RunMigrateStore(const std::string& from, const std::string& to) {
   std::cout << "copied " << summary->from << " into " << summary->to << ": " << summary->policies
             << " policies, " << summary->hosts << " hosts, " << summary->adapters << " adapters, "
             << summary->events << " events, " << summary->experiments << " experiments, "
-            << summary->windows << " metric windows, " << summary->local_audit
-            << " pending local audit events, " << summary->tokens << " tokens; revision "
-            << summary->revision << ", bundle version " << summary->bundle_version << "\n"
+            << summary->tunings << " hold tunings, " << summary->windows << " metric windows, "
+            << summary->local_audit << " pending local audit events, " << summary->tokens
+            << " tokens; revision " << summary->revision << ", bundle version "
+            << summary->bundle_version << "\n"
             << "start the server(s) with --db and the URI given to --to\n";
   return kExitOk;
 }

@@ -26,8 +26,11 @@ absl::StatusOr<StoreSnapshot> ReadStoreSnapshot(Store& store, TokenStore& tokens
   absl::StatusOr<std::vector<v1::Experiment>> experiments = store.LoadExperiments();
   if (!experiments.ok()) return experiments.status();
   snapshot.experiments = *std::move(experiments);
-  // Windows of every experiment, and of any name that has windows without an experiment (a
-  // store never leaves such rows, but a copy must not drop what is there).
+  absl::StatusOr<std::vector<v1::HoldTuning>> tunings = store.LoadTunings();
+  if (!tunings.ok()) return tunings.status();
+  snapshot.tunings = *std::move(tunings);
+  // Windows of every experiment and tuning, and of any name that has windows without either
+  // (a store never leaves such rows, but a copy must not drop what is there).
   absl::StatusOr<std::map<std::string, WindowCounts>> counts = store.CountWindows();
   if (!counts.ok()) return counts.status();
   std::vector<std::string> names;
@@ -36,6 +39,9 @@ absl::StatusOr<StoreSnapshot> ReadStoreSnapshot(Store& store, TokenStore& tokens
     if (seen.insert(experiment.metadata().name()).second) {
       names.push_back(experiment.metadata().name());
     }
+  }
+  for (const v1::HoldTuning& tuning : snapshot.tunings) {
+    if (seen.insert(tuning.metadata().name()).second) names.push_back(tuning.metadata().name());
   }
   for (const auto& [name, count] : *counts) {
     if (seen.insert(name).second) names.push_back(name);
@@ -119,6 +125,7 @@ absl::StatusOr<MigrateSummary> MigrateStore(const std::string& from_path, const 
   for (const HostRecord& host : snapshot->state.hosts) summary.adapters += host.adapters.size();
   summary.events = snapshot->state.events.size();
   summary.experiments = snapshot->experiments.size();
+  summary.tunings = snapshot->tunings.size();
   summary.windows = snapshot->windows.size();
   summary.local_audit = snapshot->local_audit.size();
   summary.tokens = snapshot->tokens.size();

@@ -2,9 +2,9 @@
 
 // `rxfleet-server migrate-store`: copies a single server's SQLite database into an empty
 // PostgreSQL database, so the fleet can run several servers on it. Everything a server keeps
-// is copied verbatim (StoreSnapshot in server/store/store.h: policies and experiments with
-// their metadata, the revision and bundle version, hosts and adapters, fleet and audit events
-// with their resource versions, metric windows in arrival order, pending local audit events,
+// is copied verbatim (StoreSnapshot in server/store/store.h: policies, experiments and hold
+// tunings with their metadata, the revision and bundle version, hosts and adapters, fleet and audit
+// events with their resource versions, metric windows in arrival order, pending local audit events,
 // tokens with their hashes), in one transaction of the target; leases and agent sessions
 // belong to running servers and are not copied. The source file is only read (after its
 // schema is brought up to date, as a server start would).
@@ -22,7 +22,8 @@ namespace rxfleet::server {
 
 /// Everything StoreSnapshot holds, read from `store` and `tokens` (two connections to the same
 /// database; no server may write it meanwhile). Events: every stored one, not only a server's
-/// newest max_events. Windows: those of every experiment with windows, in arrival order.
+/// newest max_events. Windows: those of every experiment and tuning with windows, in arrival
+/// order.
 /// Errors: the stores' read errors.
 absl::StatusOr<StoreSnapshot> ReadStoreSnapshot(Store& store, TokenStore& tokens);
 
@@ -42,6 +43,7 @@ struct MigrateSummary {
   size_t adapters = 0;
   size_t events = 0;  ///< fleet and audit events
   size_t experiments = 0;
+  size_t tunings = 0;  ///< hold tunings
   size_t windows = 0;
   size_t local_audit = 0;
   size_t tokens = 0;

@@ -2,8 +2,8 @@
 // same scheme as the SQLite file's, server/store/schema.cc, with its own numbers): 1 is the
 // SQLite schema 5 in PostgreSQL types, 2 adds the leases (SQLite 6), 3 the agent sessions
 // (SQLite 7), 4 the write ids of hosts and metric windows (SQLite 8 has a registry write
-// sequence instead; its window row ids commit in order). Text columns use the "C" collation
-// so names order by byte, as in SQLite.
+// sequence instead; its window row ids commit in order), 5 the hold tunings (SQLite 9). Text
+// columns use the "C" collation so names order by byte, as in SQLite.
 
 #include <iterator>
 
@@ -108,6 +108,15 @@ constexpr Migration kMigrations[] = {
       ALTER TABLE metric_windows ADD COLUMN write_xid xid8 NOT NULL DEFAULT '0';
       ALTER TABLE metric_windows ALTER COLUMN write_xid SET DEFAULT pg_current_xact_id();
       CREATE INDEX metric_windows_by_write_xid ON metric_windows (experiment, write_xid);
+    )sql"},
+    {5, "hold tunings",
+     R"sql(
+      CREATE TABLE tunings (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        create_time_ns BIGINT NOT NULL,
+        end_time_ns BIGINT,
+        record BYTEA NOT NULL
+      );
     )sql"},
 };
 

@@ -3,14 +3,15 @@
 // The PostgreSQL implementation of Store (server/store/store.h), selected by a libpq
 // connection URI (`--db postgresql://user@host:port/dbname`; unset parts from the PG*
 // environment variables). Files: postgres_store.cc (open, policies, registry, events),
-// postgres_store_experiments.cc (experiments, windows), postgres_util.h (the revision lock),
-// postgres_token_store.cc. Same semantics as the SQLite store; the differences are where the
-// data lives and how writers are kept apart:
+// postgres_store_experiments.cc (experiments, windows), postgres_store_tunings.cc (hold
+// tunings), postgres_util.h (the revision lock), postgres_token_store.cc. Same semantics as the
+// SQLite store; the differences are where the data lives and how writers are kept apart:
 //
 // - Schema: numbered migrations of its own (postgres_schema.cc), applied at open under a
 //   transaction-scoped advisory lock, so processes opening the database at once apply each
 //   migration once.
-// - Every configuration write (policy, experiment, bundle version) first locks the `revision`
+// - Every configuration write (policy, experiment, hold tuning, bundle version) first locks the
+// `revision`
 //   row of the meta table (SELECT ... FOR UPDATE): such writes are serialised in commit order
 //   across every process on the database, and a resource_version precondition is checked
 //   under that lock. Registry, events and metric windows never take it.
@@ -75,6 +76,14 @@ class PostgresStore final : public Store {
                                                         const LeaseFence* fence) override;
   absl::Status DeleteExperiment(std::string_view name) override;
   absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments() override;
+  absl::StatusOr<v1::HoldTuning> CreateTuning(const v1::HoldTuning& tuning,
+                                              absl::Time now) override;
+  absl::StatusOr<v1::HoldTuning> UpdateTuningStatus(std::string_view name,
+                                                    const v1::HoldTuningStatus& status,
+                                                    absl::Time now,
+                                                    const LeaseFence* fence) override;
+  absl::Status DeleteTuning(std::string_view name) override;
+  absl::StatusOr<std::vector<v1::HoldTuning>> LoadTunings() override;
   absl::Status AddWindows(absl::Span<const StoredWindow> windows) override;
   absl::StatusOr<uint64_t> ForEachWindowSince(
       std::string_view experiment, uint64_t cursor,

@@ -51,6 +51,10 @@ absl::Status PostgresStore::ImportSnapshot(const StoreSnapshot& snapshot) {
   for (const v1::Experiment& experiment : snapshot.experiments) {
     experiment_rows.push_back(postgres::ExperimentRow(experiment));
   }
+  std::vector<pq::Params> tuning_rows;
+  for (const v1::HoldTuning& tuning : snapshot.tunings) {
+    tuning_rows.push_back(postgres::TuningRow(tuning));
+  }
   std::vector<pq::Params> window_rows;
   window_rows.reserve(snapshot.windows.size());
   for (const StoredWindow& w : snapshot.windows) {
@@ -118,6 +122,10 @@ absl::Status PostgresStore::ImportSnapshot(const StoreSnapshot& snapshot) {
         "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
         "VALUES ($1, $2, $3::int8, $4)",
         experiment_rows);
+    conn.ExecMany(
+        "INSERT INTO tunings (name, create_time_ns, end_time_ns, record) "
+        "VALUES ($1, $2, $3::int8, $4)",
+        tuning_rows);
     // Ids are assigned in the order sent: the arrival order of the windows is kept.
     conn.ExecMany(
         "INSERT INTO metric_windows (experiment, host_id, valid, segment_count, segment, record) "

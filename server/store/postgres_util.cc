@@ -26,18 +26,28 @@ uint64_t SnapshotXmin(pq::Connection& conn) {
   return xmin;
 }
 
-pq::Params ExperimentRow(const v1::Experiment& experiment) {
+namespace {
+
+// Experiments and tunings: name, create_time_ns, end_time_ns (NULL while it has none), record.
+template <typename Resource>
+pq::Params ResourceRow(const Resource& resource) {
   pq::Params params;
-  params.Text(experiment.metadata().name())
-      .Int(absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
-  if (experiment.status().has_end_time()) {
-    params.Int(absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
+  params.Text(resource.metadata().name())
+      .Int(absl::ToUnixNanos(common::TimeFromProto(resource.metadata().create_time())));
+  if (resource.status().has_end_time()) {
+    params.Int(absl::ToUnixNanos(common::TimeFromProto(resource.status().end_time())));
   } else {
     params.Null();
   }
-  params.Record(experiment);
+  params.Record(resource);
   return params;
 }
+
+}  // namespace
+
+pq::Params ExperimentRow(const v1::Experiment& experiment) { return ResourceRow(experiment); }
+
+pq::Params TuningRow(const v1::HoldTuning& tuning) { return ResourceRow(tuning); }
 
 void SetRevision(pq::Connection& conn, int64_t revision) {
   conn.Exec("UPDATE meta SET value = $1 WHERE key = 'revision'", pq::Params().Int(revision));

@@ -1,8 +1,8 @@
 #pragma once
 
-// Helpers of the PostgreSQL store's files (postgres_store.cc, postgres_store_experiments.cc):
-// the configuration-write lock on the revision row and its change notification. Throw
-// pq::Error.
+// Helpers of the PostgreSQL store's files (postgres_store.cc, postgres_store_experiments.cc,
+// postgres_store_tunings.cc): the configuration-write lock on the revision row and its change
+// notification. Throw pq::Error.
 
 #include <cstdint>
 
@@ -35,6 +35,8 @@ uint64_t SnapshotXmin(pq::Connection& conn);
 /// The parameters of an `experiments` row: name, create_time_ns, end_time_ns (NULL while it
 /// has none), record.
 pq::Params ExperimentRow(const v1::Experiment& experiment);
+/// The parameters of a `tunings` row, in the same shape.
+pq::Params TuningRow(const v1::HoldTuning& tuning);
 
 /// The NOTIFY channel of revision changes (server/store/change_feed.h listens on it).
 inline constexpr char kRevisionChannel[] = "rxfleet_revision";

@@ -32,6 +32,19 @@ bool SameLabelsAndAnnotations(const v1::ObjectMeta& a, const v1::ObjectMeta& b) 
   return MessageDifferencer::Equals(only_a, only_b);
 }
 
+// A new uid, generation 1, resource_version = `revision`, create_time = update_time = `now`.
+template <typename Resource>
+Resource NewResource(const Resource& requested, int64_t revision, absl::Time now) {
+  Resource out = requested;
+  v1::ObjectMeta* meta = out.mutable_metadata();
+  meta->set_uid(NewUid());
+  meta->set_generation(1);
+  meta->set_resource_version(absl::StrCat(revision));
+  *meta->mutable_create_time() = common::TimeToProto(now);
+  *meta->mutable_update_time() = common::TimeToProto(now);
+  return out;
+}
+
 }  // namespace
 
 absl::Status CheckImportTarget(std::string_view database, const std::vector<int64_t>& row_counts,
@@ -78,8 +91,12 @@ absl::StatusOr<SnapshotVersions> CheckSnapshot(const StoreSnapshot& snapshot) {
       return s;
     }
   }
+  std::vector<int64_t> tunings;
+  for (const v1::HoldTuning& tuning : snapshot.tunings) {
+    if (absl::Status s = parse("hold tuning", tuning.metadata(), &tunings); !s.ok()) return s;
+  }
   versions.revision = static_cast<int64_t>(snapshot.state.revision);
-  for (const std::vector<int64_t>* list : {&versions.policies, &experiments}) {
+  for (const std::vector<int64_t>* list : {&versions.policies, &experiments, &tunings}) {
     for (int64_t version : *list) versions.revision = std::max(versions.revision, version);
   }
   versions.last_event_version = static_cast<int64_t>(snapshot.state.last_event_version);
@@ -137,14 +154,11 @@ v1::Policy StoredPolicy(const v1::Policy* stored, const v1::Policy& requested,
 }
 
 v1::Experiment NewExperiment(const v1::Experiment& requested, int64_t revision, absl::Time now) {
-  v1::Experiment out = requested;
-  v1::ObjectMeta* meta = out.mutable_metadata();
-  meta->set_uid(NewUid());
-  meta->set_generation(1);
-  meta->set_resource_version(absl::StrCat(revision));
-  *meta->mutable_create_time() = common::TimeToProto(now);
-  *meta->mutable_update_time() = common::TimeToProto(now);
-  return out;
+  return NewResource(requested, revision, now);
+}
+
+v1::HoldTuning NewTuning(const v1::HoldTuning& requested, int64_t revision, absl::Time now) {
+  return NewResource(requested, revision, now);
 }
 
 v1::Event VersionedEvent(const v1::Event& event, int64_t version) {

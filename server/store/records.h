@@ -2,8 +2,8 @@
 
 // What both store implementations (server/store/sqlite_store.h, postgres_store.h) decide the
 // same way, kept in one place so the backends cannot drift: policy write preconditions and the
-// metadata a write stamps, new experiments' metadata, metric window segments as one column,
-// lease requests and the answer of a failed fence.
+// metadata a write stamps, new experiments' and tunings' metadata, metric window segments as one
+// column, lease requests and the answer of a failed fence.
 
 #include <cstdint>
 #include <string>
@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/policy.pb.h"
+#include "rxfleet/v1/tuning.pb.h"
 #include "server/store/store.h"
 
 namespace rxfleet::server::store_records {
@@ -44,6 +45,8 @@ v1::Policy StoredPolicy(const v1::Policy* stored, const v1::Policy& requested,
 /// A new experiment as stored: a new uid, generation 1, resource_version = `revision`,
 /// create_time = update_time = `now`.
 v1::Experiment NewExperiment(const v1::Experiment& requested, int64_t revision, absl::Time now);
+/// A new hold tuning as stored, stamped as NewExperiment stamps an experiment.
+v1::HoldTuning NewTuning(const v1::HoldTuning& requested, int64_t revision, absl::Time now);
 
 /// Segment values in one column, joined with the ASCII unit separator (label values cannot
 /// hold it); `count` is the number of values (0 means none, "" means one empty value).
@@ -56,9 +59,9 @@ std::string JoinSegment(const std::vector<std::string>& segment);
 std::vector<std::string> SplitSegment(std::string_view joined, int64_t count);
 
 /// The tables Store::ImportSnapshot requires to be empty (the same names in both backends).
-inline constexpr const char* kImportedTables[] = {"policies",    "hosts",        "adapters",
-                                                  "events",      "audit_events", "metric_windows",
-                                                  "experiments", "tokens",       "local_audit"};
+inline constexpr const char* kImportedTables[] = {
+    "policies",       "hosts",       "adapters", "events", "audit_events",
+    "metric_windows", "experiments", "tunings",  "tokens", "local_audit"};
 
 /// OK if a database with these row counts (aligned with kImportedTables), revision and last
 /// event version is empty; else FailedPrecondition naming `database` and what it holds.
@@ -68,10 +71,10 @@ absl::Status CheckImportTarget(std::string_view database, const std::vector<int6
 /// The numeric resource versions of a snapshot's policies and events (aligned with
 /// snapshot.state.policies and snapshot.state.events), and the counters an import sets: the
 /// snapshot's revision and last event version, raised to the highest resource version among
-/// its policies and experiments, and events, if those are higher (never in a consistent
-/// database), so later writes always continue above every imported version. InvalidArgument
-/// naming the first policy, event or experiment without a numeric resource version, or for a
-/// bundle version of 0.
+/// its policies, experiments and tunings, and events, if those are higher (never in a
+/// consistent database), so later writes always continue above every imported version.
+/// InvalidArgument naming the first policy, event, experiment or tuning without a numeric
+/// resource version, or for a bundle version of 0.
 struct SnapshotVersions {
   std::vector<int64_t> policies;
   std::vector<int64_t> events;

@@ -155,6 +155,17 @@ constexpr Migration kMigrations[] = {
       CREATE INDEX hosts_by_write_seq ON hosts (write_seq);
       INSERT INTO meta (key, value) VALUES ('registry_seq', 0);
     )sql"},
+    // Tunings share the experiments' name namespace: their windows are in metric_windows
+    // under the tuning's name.
+    {9, "hold tunings",
+     R"sql(
+      CREATE TABLE tunings (
+        name TEXT PRIMARY KEY,
+        create_time_ns INTEGER NOT NULL,
+        end_time_ns INTEGER,
+        record BLOB NOT NULL
+      ) WITHOUT ROWID;
+    )sql"},
 };
 
 }  // namespace

@@ -3,8 +3,9 @@
 // The schema of the server's SQLite file, as numbered migrations recorded in
 // `schema_migrations`: 1 policies, bundle version, registry and events; 2 experiments and
 // metric windows; 3 operator tokens; 4 audit events of local commands; 5 audit events in their
-// own table (moving those older files kept among the fleet events). Both connections to the
-// file (server/store/store.h and server/store/token_store.h) migrate it when they open it.
+// own table (moving those older files kept among the fleet events); 6 leases; 7 agent sessions;
+// 8 the registry write sequence; 9 hold tunings. Both connections to the file
+// (server/store/store.h and server/store/token_store.h) migrate it when they open it.
 
 #include <string>
 

@@ -3,7 +3,8 @@
 // The SQLite implementation of Store (server/store/store.h): one database file, WAL journal
 // with synchronous=FULL, every write one BEGIN IMMEDIATE transaction. Schema: numbered
 // migrations in server/store/schema.h. Policies, registry and events: sqlite_store.cc;
-// experiments and metric windows: sqlite_store_experiments.cc.
+// experiments and metric windows: sqlite_store_experiments.cc; hold tunings:
+// sqlite_store_tunings.cc.
 
 #include <memory>
 #include <string>
@@ -56,6 +57,14 @@ class SqliteStore final : public Store {
                                                         const LeaseFence* fence) override;
   absl::Status DeleteExperiment(std::string_view name) override;
   absl::StatusOr<std::vector<v1::Experiment>> LoadExperiments() override;
+  absl::StatusOr<v1::HoldTuning> CreateTuning(const v1::HoldTuning& tuning,
+                                              absl::Time now) override;
+  absl::StatusOr<v1::HoldTuning> UpdateTuningStatus(std::string_view name,
+                                                    const v1::HoldTuningStatus& status,
+                                                    absl::Time now,
+                                                    const LeaseFence* fence) override;
+  absl::Status DeleteTuning(std::string_view name) override;
+  absl::StatusOr<std::vector<v1::HoldTuning>> LoadTunings() override;
   absl::Status AddWindows(absl::Span<const StoredWindow> windows) override;
   absl::StatusOr<uint64_t> ForEachWindowSince(
       std::string_view experiment, uint64_t cursor,

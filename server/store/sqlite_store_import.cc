@@ -92,6 +92,21 @@ absl::Status SqliteStore::ImportSnapshot(const StoreSnapshot& snapshot) {
       experiment.exec();
       experiment.reset();
     }
+    SQLite::Statement tuning(db,
+                             "INSERT INTO tunings (name, create_time_ns, end_time_ns, record) "
+                             "VALUES (?, ?, ?, ?)");
+    for (const v1::HoldTuning& t : snapshot.tunings) {
+      tuning.bind(1, t.metadata().name());
+      tuning.bind(2, absl::ToUnixNanos(common::TimeFromProto(t.metadata().create_time())));
+      if (t.status().has_end_time()) {
+        tuning.bind(3, absl::ToUnixNanos(common::TimeFromProto(t.status().end_time())));
+      } else {
+        tuning.bind(3);
+      }
+      BindRecord(tuning, 4, t, &buffer);
+      tuning.exec();
+      tuning.reset();
+    }
     // Row ids grow in insertion order: the arrival order of the windows is kept.
     SQLite::Statement window(db,
                              "INSERT INTO metric_windows (experiment, host_id, valid, "

@@ -39,9 +39,9 @@
 #include "rxfleet/v1/agent_service.pb.h"
 #include "rxfleet/v1/event.pb.h"
 #include "rxfleet/v1/experiment.pb.h"
-#include "rxfleet/v1/tuning.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
+#include "rxfleet/v1/tuning.pb.h"
 #include "server/store/token_store.h"
 
 namespace rxfleet::server {
@@ -168,8 +168,8 @@ struct HostChanges {
 struct ConfigState {
   /// The store-wide revision: grows by at least one in the transaction of every configuration
   /// change (policy applied or deleted, experiment or hold tuning created, updated or deleted,
-  /// bundle version bumped) and never otherwise; registry, events and metric windows leave it alone. On
-  /// PostgreSQL each change also sends a wake-up to listening replicas
+  /// bundle version bumped) and never otherwise; registry, events and metric windows leave it
+  /// alone. On PostgreSQL each change also sends a wake-up to listening replicas
   /// (server/store/change_feed.h).
   uint64_t revision = 0;
   uint64_t bundle_version = 0;       ///< >= 1
@@ -422,8 +422,8 @@ class Store {
   /// continue above the imported values (arrival order of windows is kept). Sends the
   /// revision's wake-up like any configuration change (PostgreSQL). Errors:
   /// FailedPrecondition naming the database if it is not empty (any policy, host, adapter,
-  /// event, experiment, window, token or local audit row, or a revision or last event version
-  /// above 0); InvalidArgument if a policy or event has no numeric resource version, or a
+  /// event, experiment, hold tuning, window, token or local audit row, or a revision or last event
+  /// version above 0); InvalidArgument if a policy or event has no numeric resource version, or a
   /// bundle version is 0; write errors as ApplyPolicy. Nothing is written on any error.
   virtual absl::Status ImportSnapshot(const StoreSnapshot& snapshot) = 0;
 
