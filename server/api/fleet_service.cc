@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/proto/convert.h"
 #include "common/string_view_compat.h"
 #include "server/api/family_guard.h"
@@ -341,6 +342,104 @@ grpc::ServerUnaryReactor* FleetServiceImpl::PromoteExperiment(
         return promoted;
       },
       request->dry_run());
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::CreateHoldTuning(
+    grpc::CallbackServerContext* context, const v1::CreateHoldTuningRequest* request,
+    v1::CreateHoldTuningResponse* response) {
+  return RunExperiment(
+      context, __func__, response,
+      [this, request](ExperimentController& experiments, const Caller& caller) {
+        // Every candidate is a hold: observe-only adapters are refused as for experiments.
+        const std::string name = request->tuning().metadata().name();
+        absl::StatusOr<common::Selector> selector =
+            common::SelectorFromProto(request->tuning().spec().selector());
+        if (selector.ok()) {
+          if (absl::Status refused =
+                  RefuseSettingsOnObserveOnly(absl::StrCat("hold tuning '", name, "'"), *selector,
+                                              api_->RegisteredAdapters());
+              !refused.ok()) {
+            RecordAudit(*events_, caller, "HoldTuning", "CreateHoldTuning", name, "", "", "",
+                        request->dry_run(), refused);
+            return absl::StatusOr<v1::CreateHoldTuningResponse>(refused);
+          }
+        }
+        absl::StatusOr<v1::CreateHoldTuningResponse> created =
+            experiments.CreateHoldTuning(*request);
+        RecordAudit(*events_, caller, "HoldTuning", "CreateHoldTuning", name, "", "",
+                    created.ok() ? created->tuning().metadata().resource_version() : "",
+                    request->dry_run(), created.status());
+        return created;
+      },
+      request->dry_run());
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ListHoldTunings(
+    grpc::CallbackServerContext* context, const v1::ListHoldTuningsRequest* request,
+    v1::ListHoldTuningsResponse* response) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
+    return experiments.ListHoldTunings(*request);
+  });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::GetHoldTuning(grpc::CallbackServerContext* context,
+                                                          const v1::GetHoldTuningRequest* request,
+                                                          v1::HoldTuning* response) {
+  return RunExperiment(context, __func__, response, [request](ExperimentController& experiments) {
+    return experiments.GetHoldTuning(*request);
+  });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::ApproveHoldTuning(
+    grpc::CallbackServerContext* context, const v1::ApproveHoldTuningRequest* request,
+    v1::ApproveHoldTuningResponse* response) {
+  return RunExperiment(
+      context, __func__, response,
+      [this, request](ExperimentController& experiments, const Caller& caller) {
+        absl::StatusOr<v1::ApproveHoldTuningResponse> approved =
+            experiments.ApproveHoldTuning(*request, caller.actor);
+        std::vector<std::string> policies;
+        if (approved.ok()) {
+          for (const v1::Policy& p : approved->policies()) policies.push_back(p.metadata().name());
+        }
+        RecordAudit(*events_, caller, "HoldTuning", "ApproveHoldTuning", request->name(),
+                    policies.empty() ? "" : absl::StrCat(" as ", absl::StrJoin(policies, ", ")),
+                    request->resource_version(),
+                    approved.ok() ? approved->tuning().metadata().resource_version() : "",
+                    request->dry_run(), approved.status());
+        return approved;
+      },
+      request->dry_run());
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::StopHoldTuning(grpc::CallbackServerContext* context,
+                                                           const v1::StopHoldTuningRequest* request,
+                                                           v1::HoldTuning* response) {
+  return RunExperiment(
+      context, __func__, response,
+      [this, request](ExperimentController& experiments, const Caller& caller) {
+        absl::StatusOr<v1::HoldTuning> stopped = experiments.StopHoldTuning(*request);
+        RecordAudit(*events_, caller, "HoldTuning", "StopHoldTuning", request->name(),
+                    request->reason().empty() ? "" : absl::StrCat(" (", request->reason(), ")"),
+                    request->resource_version(),
+                    stopped.ok() ? stopped->metadata().resource_version() : "", false,
+                    stopped.status());
+        return stopped;
+      });
+}
+
+grpc::ServerUnaryReactor* FleetServiceImpl::DeleteHoldTuning(
+    grpc::CallbackServerContext* context, const v1::DeleteHoldTuningRequest* request,
+    v1::HoldTuning* response) {
+  return RunExperiment(
+      context, __func__, response,
+      [this, request](ExperimentController& experiments, const Caller& caller) {
+        absl::StatusOr<v1::HoldTuning> deleted = experiments.DeleteHoldTuning(*request);
+        RecordAudit(*events_, caller, "HoldTuning", "DeleteHoldTuning", request->name(), "",
+                    deleted.ok() ? deleted->metadata().resource_version() : "", "", false,
+                    deleted.status());
+        return deleted;
+      });
 }
 
 grpc::ServerUnaryReactor* FleetServiceImpl::ListEvents(grpc::CallbackServerContext* context,

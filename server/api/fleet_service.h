@@ -94,6 +94,24 @@ class FleetServiceImpl final : public v1::FleetService::CallbackService {
   grpc::ServerUnaryReactor* PromoteExperiment(grpc::CallbackServerContext* context,
                                               const v1::PromoteExperimentRequest* request,
                                               v1::PromoteExperimentResponse* response) override;
+  grpc::ServerUnaryReactor* CreateHoldTuning(grpc::CallbackServerContext* context,
+                                             const v1::CreateHoldTuningRequest* request,
+                                             v1::CreateHoldTuningResponse* response) override;
+  grpc::ServerUnaryReactor* ListHoldTunings(grpc::CallbackServerContext* context,
+                                            const v1::ListHoldTuningsRequest* request,
+                                            v1::ListHoldTuningsResponse* response) override;
+  grpc::ServerUnaryReactor* GetHoldTuning(grpc::CallbackServerContext* context,
+                                          const v1::GetHoldTuningRequest* request,
+                                          v1::HoldTuning* response) override;
+  grpc::ServerUnaryReactor* ApproveHoldTuning(grpc::CallbackServerContext* context,
+                                              const v1::ApproveHoldTuningRequest* request,
+                                              v1::ApproveHoldTuningResponse* response) override;
+  grpc::ServerUnaryReactor* StopHoldTuning(grpc::CallbackServerContext* context,
+                                           const v1::StopHoldTuningRequest* request,
+                                           v1::HoldTuning* response) override;
+  grpc::ServerUnaryReactor* DeleteHoldTuning(grpc::CallbackServerContext* context,
+                                             const v1::DeleteHoldTuningRequest* request,
+                                             v1::HoldTuning* response) override;
   grpc::ServerUnaryReactor* ListEvents(grpc::CallbackServerContext* context,
                                        const v1::ListEventsRequest* request,
                                        v1::ListEventsResponse* response) override;

@@ -135,6 +135,7 @@ absl::Status ExperimentController::Load() {
     std::optional<Entry> entry = EntryFromProto(std::move(proto), *counts, now);
     if (entry.has_value()) entries_.emplace(name, *std::move(entry));
   }
+  if (absl::Status s = LoadTunings(/*reload=*/false, 0); !s.ok()) return s;
   (void)RefreshProbePlansLocked(now);
   UpdateGauges();
   return absl::OkStatus();
@@ -175,10 +176,6 @@ absl::Status ExperimentController::Reload(uint64_t revision) {
     } else {
       // Its windows did not change with its status: keep what was read of them.
       entry->cache = std::move(it->second.cache);
-      entry->cache_cursor = it->second.cache_cursor;
-      entry->cache_recent = std::move(it->second.cache_recent);
-      entry->cache_rows = it->second.cache_rows;
-      entry->cache_valid_rows = it->second.cache_valid_rows;
       entry->windows = std::max(entry->windows, it->second.windows);
       entry->valid_windows = std::max(entry->valid_windows, it->second.valid_windows);
       entry->next_guardrails = it->second.next_guardrails;
@@ -202,7 +199,7 @@ absl::Status ExperimentController::Reload(uint64_t revision) {
     (void)RefreshProbePlansLocked(now);
     UpdateGauges();
   }
-  return absl::OkStatus();
+  return LoadTunings(/*reload=*/true, revision);
 }
 
 bool ExperimentController::Running(const Entry& entry) {
@@ -254,7 +251,7 @@ std::optional<v1::ExperimentAssignment> ExperimentController::AssignmentFor(
   const absl::Time now = options_.clock();
   absl::MutexLock lock(&mu_);
   std::optional<Claim> claim = ClaimLocked(RunningEntries(), adapter, now, policies, ended);
-  if (!claim) return std::nullopt;
+  if (!claim) return TuningClaimLocked(adapter, now, policies, ended);
   return experiments::AssignmentToProto(claim->entry->experiment,
                                         claim->entry->proto.metadata().generation(),
                                         adapter.adapter_id, claim->assignment);
@@ -264,11 +261,20 @@ std::vector<v1::ExperimentAssignment> ExperimentController::AssignmentsLocked(
     std::string_view host_id, absl::Time now) const {
   std::vector<v1::ExperimentAssignment> out;
   const std::vector<const Entry*> running = RunningEntries();
-  if (running.empty()) return out;
+  const bool tunings = std::any_of(tunings_.begin(), tunings_.end(),
+                                   [](const auto& t) { return Running(t.second); });
+  if (running.empty() && !tunings) return out;
   const std::shared_ptr<const PolicySnapshot> policies = Policies();
   for (const v1::Adapter& adapter : deps_.registry->HostAdapters(host_id)) {
-    std::optional<Claim> claim = ClaimLocked(running, AttributesOf(adapter), now, policies->valid);
-    if (!claim) continue;
+    const common::AdapterAttributes attributes = AttributesOf(adapter);
+    std::optional<Claim> claim = ClaimLocked(running, attributes, now, policies->valid);
+    if (!claim) {
+      if (!tunings) continue;
+      std::optional<v1::ExperimentAssignment> tuned =
+          TuningClaimLocked(attributes, now, policies->valid);
+      if (tuned) out.push_back(*std::move(tuned));
+      continue;
+    }
     out.push_back(experiments::AssignmentToProto(claim->entry->experiment,
                                                  claim->entry->proto.metadata().generation(),
                                                  adapter.metadata().name(), claim->assignment));

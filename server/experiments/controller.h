@@ -68,8 +68,10 @@
 #include "absl/time/time.h"
 #include "common/experiment/experiment.h"
 #include "common/link_limits.h"
+#include "common/tuning/hold_tuning.h"
 #include "rxfleet/v1/agent_service.pb.h"
 #include "rxfleet/v1/fleet_service.pb.h"
+#include "rxfleet/v1/tuning.pb.h"
 #include "server/experiments/aggregate.h"
 #include "server/experiments/assignment.h"
 #include "server/experiments/experiment_layer.h"
@@ -79,6 +81,7 @@
 #include "server/registry/policy_set.h"
 #include "server/registry/registry.h"
 #include "server/store/store.h"
+#include "server/tuning/planner.h"
 
 namespace rxfleet::server {
 
@@ -129,6 +132,21 @@ struct ExperimentControllerDeps {
   std::function<std::optional<LeaseFence>()> lease = nullptr;
 };
 
+/// The priority of a hold tuning's holds in the experiment layer: tunings outrank every policy
+/// but one of the highest priority (a policy at kMaxPolicyPriority deciding hold_us keeps
+/// adapters out, as a policy of higher priority keeps them out of an experiment).
+inline constexpr int kTuningPriority = common::kMaxPolicyPriority;
+/// Name labels on the policies a tuning writes (ApproveHoldTuning, autoApply).
+inline constexpr std::string_view kTunedByLabel = "rxfleet.io/hold-tuning";
+
+/// "usb_speed=super,board=pi5": a tuning segment in messages ("*" without keys, "(none)" for an
+/// empty value).
+std::string TuningSegmentText(const std::vector<std::string>& keys,
+                              const std::vector<std::string>& values);
+/// The policy a tuning writes for a segment: the tuning's name (at most 54 characters), "-" and
+/// 8 hex digits of StableHash64 of the segment values, so each segment has its own policy.
+std::string TuningPolicyName(std::string_view tuning, const std::vector<std::string>& segment);
+
 /// The lease of the experiment scheduler (completion, guardrails, window retention).
 inline constexpr char kExperimentsLease[] = "experiments";
 
@@ -172,6 +190,28 @@ class ExperimentController final : public ExperimentLayer {
   absl::StatusOr<v1::PromoteExperimentResponse> PromoteExperiment(
       const v1::PromoteExperimentRequest& request, std::string_view actor = "experiment promotion");
 
+  // FleetService hold tunings (see "Hold tunings" in the file comment).
+  /// InvalidArgument for an invalid tuning (HoldTuningFromProto) or metadata over its bounds;
+  /// AlreadyExists when a tuning or an experiment has the name; store errors.
+  absl::StatusOr<v1::CreateHoldTuningResponse> CreateHoldTuning(
+      const v1::CreateHoldTuningRequest& request);
+  /// Newest first; page_size [0, 1000] (0 = 100).
+  absl::StatusOr<v1::ListHoldTuningsResponse> ListHoldTunings(
+      const v1::ListHoldTuningsRequest& request) const;
+  /// NotFound if unknown.
+  absl::StatusOr<v1::HoldTuning> GetHoldTuning(const v1::GetHoldTuningRequest& request) const;
+  /// Writes each proposed segment's hold as a policy through deps.apply_policy (audited as
+  /// `actor`) and starts rechecking it. NotFound; InvalidArgument for a segment that is not one
+  /// of the tuning's; FailedPrecondition when no named segment has a proposal or a policy at
+  /// kMaxPolicyPriority decides the segment's hold; Aborted for a stale resource_version; the
+  /// policy write's errors (segments written before one fails stay written and adopted).
+  absl::StatusOr<v1::ApproveHoldTuningResponse> ApproveHoldTuning(
+      const v1::ApproveHoldTuningRequest& request, std::string_view actor);
+  /// NotFound; FailedPrecondition if not RUNNING; Aborted for a stale resource_version.
+  absl::StatusOr<v1::HoldTuning> StopHoldTuning(const v1::StopHoldTuningRequest& request);
+  /// Deletes a stopped tuning with its windows. NotFound; FailedPrecondition while it runs.
+  absl::StatusOr<v1::HoldTuning> DeleteHoldTuning(const v1::DeleteHoldTuningRequest& request);
+
   /// A MetricWindow from `host_id` (see the file comment). InvalidArgument naming the field
   /// when the window is refused (the caller drops it and keeps the stream);
   /// ResourceExhausted when the experiment's cap or the write buffer is full.
@@ -203,6 +243,19 @@ class ExperimentController final : public ExperimentLayer {
   void Shutdown();
 
  private:
+  /// Every stored window of one experiment or tuning, converted: loaded from the store on first
+  /// use and then followed (Store::ForEachWindowSince) before each use, so it holds the windows
+  /// that every server on the database stored.
+  struct WindowCache {
+    std::optional<std::vector<experiments::Window>> windows;  ///< nullopt: not loaded
+    /// The position in the store, and the ids of the rows held that the next read may return
+    /// again (write_seq at or above cursor).
+    uint64_t cursor = 0;
+    std::map<int64_t, uint64_t> recent;  ///< row id -> WindowRow::write_seq
+    uint64_t rows = 0;                   ///< rows read, also those left out of `windows`
+    uint64_t valid_rows = 0;             ///< ... of which MetricWindow.valid
+  };
+
   struct Entry {
     v1::Experiment proto;  ///< as stored
     experiments::Experiment experiment;
@@ -212,23 +265,103 @@ class ExperimentController final : public ExperimentLayer {
     absl::Time next_guardrails = absl::InfinitePast();
     uint64_t windows = 0;  ///< stored + buffered
     uint64_t valid_windows = 0;
-    /// Every stored window of the experiment, converted: loaded from the store on first use
-    /// and then followed (Store::ForEachWindowSince) before each use, so it holds the windows
-    /// that every server on the database stored. Kept while the experiment runs and for the
-    /// one ended experiment whose report was asked for last.
-    std::optional<std::vector<experiments::Window>> cache;
-    /// The cache's position in the store, and the ids of the rows it holds that the next read
-    /// may return again (write_seq at or above cache_cursor).
-    uint64_t cache_cursor = 0;
-    std::map<int64_t, uint64_t> cache_recent;  ///< row id -> WindowRow::write_seq
-    uint64_t cache_rows = 0;        ///< rows read into the cache, also those left out of it
-    uint64_t cache_valid_rows = 0;  ///< ... of which MetricWindow.valid
+    /// Kept while the experiment runs and for the one ended experiment whose report was
+    /// asked for last.
+    WindowCache cache;
     /// Experiments with a probe, while RUNNING: who probes when (controller_probes.cc).
     std::optional<experiments::ProbePlan> probe_plan;
   };
 
+  /// What one experiment's scheduler step did, and when it wants to run again
+  /// (controller-runtime's Result{RequeueAfter}).
+  struct StepResult {
+    /// Assignments changed (completion, a period boundary, a guardrail stop): publish.
+    bool publish = false;
+    /// Run this experiment's step again after this long; infinite once it ended.
+    absl::Duration requeue_after = absl::InfiniteDuration();
+  };
+  /// One segment of a tuning: the planner's state and what the operator reads of it.
+  struct TuningSegment {
+    tuning::SegmentState state;
+    /// Status fields the planner does not keep: the evidence of the last decision
+    /// (comparisons, evidence_text), the proposal's row and policy name, the applied policy.
+    v1::HoldTuningSegment view;
+    /// Adapters of the segment at the last step, with the hold their policies set.
+    tuning::SegmentInput input;
+    /// The explorers of the current block and their assignments in `assigned_period`.
+    uint32_t assigned_period = UINT32_MAX;
+    std::map<std::string, tuning::HoldAssignment, std::less<>> assigned;
+    absl::Time next_update = absl::InfinitePast();
+  };
+  struct TuningEntry {
+    v1::HoldTuning proto;  ///< as stored
+    tuning::HoldTuning tuning;
+    /// Segment keys only: SegmentValuesFor and the windows' segments.
+    experiments::Experiment segmenter;
+    std::map<std::vector<std::string>, TuningSegment> segments;
+    WindowCache cache;
+    uint64_t windows = 0;  ///< stored + buffered
+    uint64_t valid_windows = 0;
+    /// Segments waiting for enough adapters, for the status: "usb_speed=high: 2 adapters".
+    std::vector<std::string> waiting;
+    bool status_dirty = false;  ///< a status save failed: retry at the next step
+  };
+
   ExperimentController(ExperimentControllerOptions options, ExperimentControllerDeps deps);
   absl::Status Load();
+  absl::Status LoadTunings(bool reload, uint64_t revision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The entry of a stored tuning, or nullopt (logged) if it fails validation.
+  std::optional<TuningEntry> TuningFromProto(v1::HoldTuning proto,
+                                             const std::map<std::string, WindowCounts>& counts);
+  static bool Running(const TuningEntry& entry);
+  /// Running tunings, oldest first.
+  std::vector<const TuningEntry*> RunningTunings() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The tuning hold of `adapter` at `now` if no experiment takes it: the oldest running tuning
+  /// whose selector matches it, from which no policy keeps it, and whose planner has it explore
+  /// in the current block; skipping tuning `ended`.
+  std::optional<v1::ExperimentAssignment> TuningClaimLocked(
+      const common::AdapterAttributes& adapter, absl::Time now,
+      const std::vector<common::Policy>& policies, std::string_view ended = {}) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Whether a policy keeps `adapter` from the tuning's holds (KeptFrom over its candidates).
+  bool TuningKept(const TuningEntry& entry, const common::AdapterAttributes& adapter,
+                  const std::vector<common::Policy>& policies) const;
+  /// One tuning's scheduler step at `now`: segments found and started, planner updates,
+  /// autoApply, the status saved when it changed. publish when assignments changed.
+  StepResult TuningStep(TuningEntry& entry, absl::Time now, std::vector<std::string>& auto_apply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The adapters each segment of `entry` takes now (see the file comment), by segment.
+  std::map<std::vector<std::string>, tuning::SegmentInput> TuningInputsLocked(
+      const TuningEntry& entry, absl::Time now, std::vector<std::string>* waiting) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Recomputes a segment's explorers when the period changed; true when they changed.
+  bool RefreshAssigned(const TuningEntry& entry, TuningSegment& segment, absl::Time now) const;
+  /// Fills the operator's view of a segment from its state (and `evidence`, when given).
+  void UpdateSegmentView(const TuningEntry& entry, TuningSegment& segment,
+                         const tuning::Evidence* evidence) const;
+  /// The stored status of `entry` from its segments.
+  v1::HoldTuningStatus TuningStatusLocked(const TuningEntry& entry) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Persists a new status; on success replaces entry.proto.
+  absl::Status SaveTuningStatus(TuningEntry& entry, const v1::HoldTuningStatus& status,
+                                absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The API view: status without planner states, with assigned adapters and windows.
+  v1::HoldTuning TuningView(const TuningEntry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// The windows of `entry` (FollowWindows plus the counts).
+  absl::StatusOr<const std::vector<experiments::Window>*> TuningWindows(TuningEntry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Writes the proposals of `segments` (all proposed ones if empty) of tuning `name` as
+  /// policies and adopts them (ApproveHoldTuning and autoApply). Must be called without mu_.
+  absl::StatusOr<v1::ApproveHoldTuningResponse> Approve(
+      const std::string& name, const std::vector<std::vector<std::string>>& segments,
+      const std::string& resource_version, bool dry_run, std::string_view actor);
+  /// The validation of a window that names a tuning; the segment values to store.
+  absl::StatusOr<std::vector<std::string>> AcceptTuningWindowLocked(
+      const TuningEntry& entry, const v1::Adapter& adapter, const v1::MetricWindow& window,
+      absl::Time start, absl::Duration duration, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordTuningEvent(const std::string& name, v1::EventType type, std::string reason,
+                         std::string message, absl::Time now);
   /// The entry of a stored experiment, or nullopt (logged) if it fails validation.
   std::optional<Entry> EntryFromProto(v1::Experiment proto,
                                       const std::map<std::string, WindowCounts>& counts,
@@ -264,14 +397,6 @@ class ExperimentController final : public ExperimentLayer {
   absl::Status End(Entry& entry, v1::ExperimentPhase phase, absl::Time end_time,
                    std::string_view reason, std::string_view message, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// What one experiment's scheduler step did, and when it wants to run again
-  /// (controller-runtime's Result{RequeueAfter}).
-  struct StepResult {
-    /// Assignments changed (completion, a period boundary, a guardrail stop): publish.
-    bool publish = false;
-    /// Run this experiment's step again after this long; infinite once it ended.
-    absl::Duration requeue_after = absl::InfiniteDuration();
-  };
   /// Completion, period boundary and due guardrails of `entry` at `now`.
   StepResult Step(Entry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Rebuilds the probe plans of running experiments with a probe from the adapters each
@@ -294,6 +419,16 @@ class ExperimentController final : public ExperimentLayer {
   /// as it is (an error if there is none yet).
   absl::StatusOr<const std::vector<experiments::Window>*> Windows(Entry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Reads into `cache` the windows of `name` the store gained since the last call (loading
+  /// all on first use); windows without `segment_keys` values are left out. Returns the cache's
+  /// windows; when the store cannot be read, what was read before (an error if nothing was).
+  absl::StatusOr<const std::vector<experiments::Window>*> FollowWindows(WindowCache& cache,
+                                                                        const std::string& name,
+                                                                        size_t segment_keys,
+                                                                        size_t reserve);
+  /// Buffered windows of `name`: all and valid ones.
+  std::pair<uint64_t, uint64_t> PendingWindows(std::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordEvent(const std::string& name, v1::EventType type, std::string reason,
                    std::string message, absl::Time now);
@@ -305,6 +440,7 @@ class ExperimentController final : public ExperimentLayer {
 
   mutable absl::Mutex mu_;
   std::map<std::string, Entry, std::less<>> entries_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TuningEntry, std::less<>> tunings_ ABSL_GUARDED_BY(mu_);
   std::vector<StoredWindow> pending_ ABSL_GUARDED_BY(mu_);
   bool flush_failing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time next_retention_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

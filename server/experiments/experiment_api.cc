@@ -92,6 +92,11 @@ absl::StatusOr<v1::CreateExperimentResponse> ExperimentController::CreateExperim
   status->set_observed_generation(1);
   {
     absl::MutexLock lock(&mu_);
+    if (tunings_.contains(name)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "a hold tuning is named ", name,
+          " (experiments and tunings share names: their adapters report windows under them)"));
+    }
     if (entries_.contains(name)) {
       return absl::AlreadyExistsError(absl::StrCat(
           "experiment ", name,

@@ -67,7 +67,7 @@ void ExperimentController::RetentionLocked(absl::Time now) {
         TimeFromProto(entry.proto.status().end_time()) < now - options_.retention) {
       entry.windows = 0;
       entry.valid_windows = 0;
-      entry.cache.reset();
+      entry.cache = {};
     }
   }
 }
@@ -79,6 +79,7 @@ absl::Time ExperimentController::Tick() {
   // Without the lease another replica schedules; this one only writes its windows and
   // follows what the holder stores.
   std::optional<LeaseFence> fence;
+  std::vector<std::string> auto_apply;  // tunings with a proposal to write unattended
   const bool scheduler = deps_.lease == nullptr || (fence = deps_.lease()).has_value();
   {
     absl::MutexLock lock(&mu_);
@@ -90,6 +91,11 @@ absl::Time ExperimentController::Tick() {
         publish = publish || step.publish;
         requeue_after = std::min(requeue_after, step.requeue_after);
       }
+      for (auto& [name, entry] : tunings_) {
+        const StepResult step = TuningStep(entry, now, auto_apply);
+        publish = publish || step.publish;
+        requeue_after = std::min(requeue_after, step.requeue_after);
+      }
       RetentionLocked(now);
       tick_fence_ = nullptr;
     }
@@ -97,6 +103,16 @@ absl::Time ExperimentController::Tick() {
     UpdateGauges();
   }
   if (publish) Publish();
+  // Policy writes predict through this controller: outside mu_.
+  for (const std::string& name : auto_apply) {
+    absl::StatusOr<v1::ApproveHoldTuningResponse> approved =
+        Approve(name, {}, "", /*dry_run=*/false, absl::StrCat("hold tuning ", name, " (autoApply)"));
+    if (!approved.ok()) {
+      Log(LogLevel::kWarning, absl::StrCat("hold tuning ", name, ": autoApply failed (retried at "
+                                           "the next step): ",
+                                           approved.status().message()));
+    }
+  }
   return now + requeue_after;
 }
 

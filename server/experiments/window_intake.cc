@@ -114,8 +114,28 @@ absl::Status ExperimentController::AcceptWindow(std::string_view host_id,
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(window.experiment());
   if (it == entries_.end()) {
-    return reject(absl::InvalidArgumentError(
-        absl::StrCat("metric_window.experiment: no experiment ", window.experiment())));
+    auto tuned = tunings_.find(window.experiment());
+    if (tuned == tunings_.end()) {
+      return reject(absl::InvalidArgumentError(absl::StrCat(
+          "metric_window.experiment: no experiment or hold tuning ", window.experiment())));
+    }
+    if (pending_.size() >= kMaxPendingWindows) {
+      return reject(
+          absl::ResourceExhaustedError("too many metric windows wait for the database; dropping"));
+    }
+    absl::StatusOr<std::vector<std::string>> segment =
+        AcceptTuningWindowLocked(tuned->second, *adapter, window, start, duration, now);
+    if (!segment.ok()) return reject(segment.status());
+    StoredWindow stored;
+    stored.experiment = window.experiment();
+    stored.host_id = std::string(host_id);
+    stored.segment = *std::move(segment);
+    stored.window = window;
+    pending_.push_back(std::move(stored));
+    ++tuned->second.windows;
+    if (window.valid()) ++tuned->second.valid_windows;
+    deps_.metrics->metric_windows_stored->Increment();
+    return absl::OkStatus();
   }
   Entry& entry = it->second;
   const Experiment& e = entry.experiment;
@@ -185,49 +205,38 @@ absl::Status ExperimentController::FlushWindows() {
   return FlushLocked();
 }
 
-absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::Windows(
-    Entry& entry) {
-  // This server's buffered windows first, so the read below holds them (a failed write keeps
-  // them buffered; they join the cache once stored).
-  (void)FlushLocked();
-  if (!entry.cache.has_value()) {
-    if (!Running(entry)) {  // one ended experiment in memory at a time
-      for (auto& [name, other] : entries_) {
-        if (!Running(other)) other.cache.reset();
-      }
-    }
-    entry.cache.emplace().reserve(entry.windows);
-    entry.cache_cursor = 0;
-    entry.cache_recent.clear();
-    entry.cache_rows = 0;
-    entry.cache_valid_rows = 0;
+absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::FollowWindows(
+    WindowCache& cache, const std::string& name, size_t segment_keys, size_t reserve) {
+  if (!cache.windows.has_value()) {
+    cache = {};
+    cache.windows.emplace().reserve(reserve);
   }
-  const std::string& name = entry.proto.metadata().name();
-  const size_t segment_keys = entry.experiment.segment_keys.size();
   absl::StatusOr<uint64_t> next = deps_.store->ForEachWindowSince(
-      name, entry.cache_cursor,
+      name, cache.cursor,
       [&](const WindowRow& row, const std::string& host_id, std::vector<std::string> segment,
           const v1::MetricWindow& window) {
-        if (!entry.cache_recent.emplace(row.id, row.write_seq).second) return;  // a repeat
-        ++entry.cache_rows;
-        if (window.valid()) ++entry.cache_valid_rows;
+        if (!cache.recent.emplace(row.id, row.write_seq).second) return;  // a repeat
+        ++cache.rows;
+        if (window.valid()) ++cache.valid_rows;
         experiments::Window w = experiments::WindowFromProto(window, host_id, std::move(segment));
-        // A window whose segment does not fit the experiment (impossible unless the database
-        // was edited) would fail the whole aggregation: leave it out.
+        // A window whose segment does not fit (impossible unless the database was edited)
+        // would fail the whole aggregation: leave it out.
         if (w.segment.size() != segment_keys || w.duration <= absl::ZeroDuration()) return;
-        entry.cache->push_back(std::move(w));
+        cache.windows->push_back(std::move(w));
       });
   if (!next.ok()) {
-    if (entry.cache_rows == 0 && entry.cache->empty()) {
-      entry.cache.reset();
+    if (cache.rows == 0 && cache.windows->empty()) {
+      cache.windows.reset();
       return next.status();
     }
-    return &*entry.cache;  // what was read before the store went away
+    return &*cache.windows;  // what was read before the store went away
   }
-  entry.cache_cursor = *next;
-  std::erase_if(entry.cache_recent,
-                [&](const auto& row) { return row.second < entry.cache_cursor; });
-  // Windows other servers stored count towards the experiment's cap too.
+  cache.cursor = *next;
+  std::erase_if(cache.recent, [&](const auto& row) { return row.second < cache.cursor; });
+  return &*cache.windows;
+}
+
+std::pair<uint64_t, uint64_t> ExperimentController::PendingWindows(std::string_view name) const {
   uint64_t pending = 0;
   uint64_t pending_valid = 0;
   for (const StoredWindow& w : pending_) {
@@ -235,9 +244,28 @@ absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::Wi
     ++pending;
     if (w.window.valid()) ++pending_valid;
   }
-  entry.windows = std::max(entry.windows, entry.cache_rows + pending);
-  entry.valid_windows = std::max(entry.valid_windows, entry.cache_valid_rows + pending_valid);
-  return &*entry.cache;
+  return {pending, pending_valid};
+}
+
+absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::Windows(
+    Entry& entry) {
+  // This server's buffered windows first, so the read below holds them (a failed write keeps
+  // them buffered; they join the cache once stored).
+  (void)FlushLocked();
+  if (!entry.cache.windows.has_value() && !Running(entry)) {
+    for (auto& [name, other] : entries_) {  // one ended experiment in memory at a time
+      if (!Running(other)) other.cache = {};
+    }
+  }
+  const std::string& name = entry.proto.metadata().name();
+  absl::StatusOr<const std::vector<experiments::Window>*> windows =
+      FollowWindows(entry.cache, name, entry.experiment.segment_keys.size(), entry.windows);
+  if (!windows.ok()) return windows.status();
+  // Windows other servers stored count towards the experiment's cap too.
+  const auto [pending, pending_valid] = PendingWindows(name);
+  entry.windows = std::max(entry.windows, entry.cache.rows + pending);
+  entry.valid_windows = std::max(entry.valid_windows, entry.cache.valid_rows + pending_valid);
+  return windows;
 }
 
 }  // namespace rxfleet::server

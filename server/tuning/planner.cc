@@ -262,6 +262,26 @@ absl::StatusOr<std::vector<HoldAssignment>> PlanAt(const HoldTuning& t, const Se
   return out;
 }
 
+std::vector<std::string> SlotAdaptersAt(const HoldTuning& t, const SegmentState& s,
+                                        absl::Time time) {
+  std::vector<std::string> out;
+  if (time < s.epoch_start || (s.phase != Phase::kExploring && s.phase != Phase::kRechecking)) {
+    return out;
+  }
+  const uint32_t period = PeriodIndex(t, s, time);
+  for (const Round& r : s.rounds) {
+    if (period < r.first_period || period >= r.end_period || r.explorers == 0) continue;
+    const uint64_t block = (period - r.first_period) / 2;
+    for (uint64_t sl = block * r.explorers; sl < (block + 1) * r.explorers && sl < r.slots; ++sl) {
+      const auto [adapter, challenger] = Slot(r, sl);
+      if (!RunsAt(FindChallenger(s, r.challengers_us[challenger]), time)) continue;
+      const std::string& key = r.adapter_order[adapter];
+      if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+    }
+  }
+  return out;
+}
+
 uint64_t CommittedWindows(const HoldTuning& t, const SegmentState& s) {
   uint64_t slots = 0;
   for (const Round& r : s.rounds) {

@@ -3,8 +3,7 @@
 // The decision core of hold auto-tuning, per segment: which hold every adapter runs in every
 // switchback period, when a challenger is eliminated, when a hold is proposed, and when an
 // adopted hold is re-examined. Pure and deterministic: no I/O, no clock (time is an argument),
-// no randomness beyond the stable hashes of server/experiments/assignment.h. Not wired into
-// the server yet (docs/TUNING-DESIGN.md).
+// no randomness beyond the stable hashes of server/experiments/assignment.h.
 //
 // Method. The challengers are the candidates other than the incumbent (the segment's current
 // policy hold). They are explored by Sequential Halving (Karnin, Koren & Somekh, "Almost
@@ -44,6 +43,9 @@
 // change); a previous hold that breaks a guardrail is not rechecked again. When the previous hold
 // is credibly better than the adopted one by minEffect, the segment reopens exploring with the
 // adopted hold as incumbent and a fresh budget.
+//
+// The server runs it per segment of every HoldTuning (ExperimentController, the tuning files
+// tuning_*.cc) and stores the state with the tuning (state_proto.h).
 
 #include <cstdint>
 #include <optional>
@@ -190,6 +192,13 @@ absl::StatusOr<std::vector<HoldAssignment>> PlanAt(const HoldTuning& tuning,
 /// The hold of one adapter at `time` (see PlanAt).
 absl::StatusOr<HoldAssignment> AssignmentFor(const HoldTuning& tuning, const SegmentState& state,
                                              std::string_view adapter_key, absl::Time time);
+
+/// The adapters with a slot in the switchback block (two periods) holding `time`: those that
+/// run a challenger in one of its periods and the incumbent in the other, each once, in slot
+/// order. Every other adapter runs the incumbent throughout the block, so a server need not
+/// assign it anything. Empty outside exploring/rechecking and before the epoch start.
+std::vector<std::string> SlotAdaptersAt(const HoldTuning& tuning, const SegmentState& state,
+                                        absl::Time time);
 
 /// Windows on challengers committed so far: periods started plus planned ones of the current
 /// round, times WindowsPerPeriod; never above budget_windows.
