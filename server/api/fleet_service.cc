@@ -355,9 +355,8 @@ grpc::ServerUnaryReactor* FleetServiceImpl::CreateHoldTuning(
         absl::StatusOr<common::Selector> selector =
             common::SelectorFromProto(request->tuning().spec().selector());
         if (selector.ok()) {
-          if (absl::Status refused =
-                  RefuseSettingsOnObserveOnly(absl::StrCat("hold tuning '", name, "'"), *selector,
-                                              api_->RegisteredAdapters());
+          if (absl::Status refused = RefuseSettingsOnObserveOnly(
+                  absl::StrCat("hold tuning '", name, "'"), *selector, api_->RegisteredAdapters());
               !refused.ok()) {
             RecordAudit(*events_, caller, "HoldTuning", "CreateHoldTuning", name, "", "", "",
                         request->dry_run(), refused);

@@ -105,10 +105,11 @@ absl::Time ExperimentController::Tick() {
   if (publish) Publish();
   // Policy writes predict through this controller: outside mu_.
   for (const std::string& name : auto_apply) {
-    absl::StatusOr<v1::ApproveHoldTuningResponse> approved =
-        Approve(name, {}, "", /*dry_run=*/false, absl::StrCat("hold tuning ", name, " (autoApply)"));
+    absl::StatusOr<v1::ApproveHoldTuningResponse> approved = Approve(
+        name, {}, "", /*dry_run=*/false, absl::StrCat("hold tuning ", name, " (autoApply)"));
     if (!approved.ok()) {
-      Log(LogLevel::kWarning, absl::StrCat("hold tuning ", name, ": autoApply failed (retried at "
+      Log(LogLevel::kWarning, absl::StrCat("hold tuning ", name,
+                                           ": autoApply failed (retried at "
                                            "the next step): ",
                                            approved.status().message()));
     }

@@ -73,8 +73,8 @@ absl::StatusOr<v1::CreateHoldTuningResponse> ExperimentController::CreateHoldTun
           " (tunings and experiments share names: their adapters report windows under them)"));
     }
     if (tunings_.contains(name)) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "hold tuning ", name, " already exists (delete a stopped one first)"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("hold tuning ", name, " already exists (delete a stopped one first)"));
     }
     TuningEntry probe;
     probe.tuning = *t;
@@ -88,8 +88,7 @@ absl::StatusOr<v1::CreateHoldTuningResponse> ExperimentController::CreateHoldTun
     response.set_eligible_adapters(eligible);
     if (request.dry_run()) {
       *response.mutable_tuning() = to_store;
-      response.mutable_tuning()->mutable_status()->set_phase(
-          v1::HOLD_TUNING_PHASE_UNSPECIFIED);
+      response.mutable_tuning()->mutable_status()->set_phase(v1::HOLD_TUNING_PHASE_UNSPECIFIED);
       response.mutable_tuning()->mutable_status()->clear_start_time();
       return response;
     }
@@ -103,10 +102,9 @@ absl::StatusOr<v1::CreateHoldTuningResponse> ExperimentController::CreateHoldTun
     tunings_.emplace(name, std::move(entry));
     *response.mutable_tuning() = TuningView(tunings_.at(name));
   }
-  RecordTuningEvent(name, v1::EVENT_TYPE_NORMAL, "Created",
-                    absl::StrCat("hold tuning started over ", response.eligible_adapters(),
-                                 " adapters"),
-                    now);
+  RecordTuningEvent(
+      name, v1::EVENT_TYPE_NORMAL, "Created",
+      absl::StrCat("hold tuning started over ", response.eligible_adapters(), " adapters"), now);
   {
     absl::MutexLock lock(&run_mu_);
     wake_ = true;  // the first step starts the segments
@@ -171,10 +169,10 @@ absl::StatusOr<v1::ApproveHoldTuningResponse> ExperimentController::ApproveHoldT
     for (const std::string& key : keys) {
       auto v = request.segment().find(key);
       if (v == request.segment().end()) {
-        return absl::InvalidArgumentError(absl::StrCat("segment: name a value for every segment "
-                                                       "key of hold tuning ",
-                                                       request.name(), " (",
-                                                       absl::StrJoin(keys, ", "), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("segment: name a value for every segment "
+                         "key of hold tuning ",
+                         request.name(), " (", absl::StrJoin(keys, ", "), ")"));
       }
       values.push_back(v->second);
     }
@@ -205,12 +203,12 @@ absl::StatusOr<v1::ApproveHoldTuningResponse> ExperimentController::Approve(
     }
     TuningEntry& entry = it->second;
     const tuning::HoldTuning& t = entry.tuning;
-    if (!resource_version.empty() && resource_version != entry.proto.metadata().resource_version()) {
-      return absl::AbortedError(absl::StrCat("hold tuning ", name,
-                                             " was modified (resource version ",
-                                             entry.proto.metadata().resource_version(),
-                                             ", you have ", resource_version,
-                                             "); get it again and retry"));
+    if (!resource_version.empty() &&
+        resource_version != entry.proto.metadata().resource_version()) {
+      return absl::AbortedError(
+          absl::StrCat("hold tuning ", name, " was modified (resource version ",
+                       entry.proto.metadata().resource_version(), ", you have ", resource_version,
+                       "); get it again and retry"));
     }
     if (!Running(entry)) {
       return absl::FailedPreconditionError(
@@ -226,10 +224,9 @@ absl::StatusOr<v1::ApproveHoldTuningResponse> ExperimentController::Approve(
       const tuning::SegmentState& s = segment.state;
       if (s.phase != tuning::Phase::kProposed || !s.proposal) {
         if (!segments.empty()) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("hold tuning ", name, " segment ", where, " is ",
-                           common::ToAbslView(tuning::PhaseName(s.phase)),
-                           ", it has no proposal to approve"));
+          return absl::FailedPreconditionError(absl::StrCat(
+              "hold tuning ", name, " segment ", where, " is ",
+              common::ToAbslView(tuning::PhaseName(s.phase)), ", it has no proposal to approve"));
         }
         continue;
       }
@@ -266,8 +263,8 @@ absl::StatusOr<v1::ApproveHoldTuningResponse> ExperimentController::Approve(
       promotion.priority = priority;
       absl::StatusOr<common::Policy> policy = experiments::BuildPromotionPolicy(*e, promotion);
       if (!policy.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "hold tuning ", name, " segment ", where, ": ", policy.status().message()));
+        return absl::FailedPreconditionError(absl::StrCat("hold tuning ", name, " segment ", where,
+                                                          ": ", policy.status().message()));
       }
       policy->labels.erase(std::string(experiments::kPromotedFromExperimentLabel));
       policy->labels.erase(std::string(experiments::kPromotedFromArmLabel));
@@ -320,11 +317,11 @@ absl::StatusOr<v1::ApproveHoldTuningResponse> ExperimentController::Approve(
     seg.view.set_applied_policy(applied->policy().metadata().name());
     (void)RefreshAssigned(entry, seg, now);
     adopted = true;
-    RecordTuningEvent(name, v1::EVENT_TYPE_NORMAL, "Adopted",
-                      absl::StrCat(where, ": policy ", applied->policy().metadata().name(),
-                                   " sets ", common::FormatHoldUs(p.hold_us), "; ",
-                                   seg.state.message),
-                      now);
+    RecordTuningEvent(
+        name, v1::EVENT_TYPE_NORMAL, "Adopted",
+        absl::StrCat(where, ": policy ", applied->policy().metadata().name(), " sets ",
+                     common::FormatHoldUs(p.hold_us), "; ", seg.state.message),
+        now);
     if (absl::Status s = SaveTuningStatus(entry, TuningStatusLocked(entry), now); !s.ok()) {
       entry.status_dirty = true;  // the next step retries; the policy is written
     }
@@ -359,10 +356,9 @@ absl::StatusOr<v1::HoldTuning> ExperimentController::StopHoldTuning(
     TuningEntry& entry = it->second;
     const std::string& stored = entry.proto.metadata().resource_version();
     if (!request.resource_version().empty() && request.resource_version() != stored) {
-      return absl::AbortedError(absl::StrCat("hold tuning ", request.name(),
-                                             " was modified (resource version ", stored,
-                                             ", you have ", request.resource_version(),
-                                             "); get it again and retry"));
+      return absl::AbortedError(
+          absl::StrCat("hold tuning ", request.name(), " was modified (resource version ", stored,
+                       ", you have ", request.resource_version(), "); get it again and retry"));
     }
     if (!Running(entry)) {
       return absl::FailedPreconditionError(
@@ -401,14 +397,13 @@ absl::StatusOr<v1::HoldTuning> ExperimentController::DeleteHoldTuning(
     }
     const std::string& stored = it->second.proto.metadata().resource_version();
     if (!request.resource_version().empty() && request.resource_version() != stored) {
-      return absl::AbortedError(absl::StrCat("hold tuning ", request.name(),
-                                             " was modified (resource version ", stored,
-                                             ", you have ", request.resource_version(),
-                                             "); get it again and retry"));
+      return absl::AbortedError(
+          absl::StrCat("hold tuning ", request.name(), " was modified (resource version ", stored,
+                       ", you have ", request.resource_version(), "); get it again and retry"));
     }
     if (Running(it->second)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "hold tuning ", request.name(), " is running; stop it before deleting it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("hold tuning ", request.name(), " is running; stop it before deleting it"));
     }
     if (absl::Status s = deps_.store->DeleteTuning(request.name()); !s.ok()) {
       deps_.metrics->store_write_failures->Increment();

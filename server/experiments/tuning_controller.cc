@@ -57,8 +57,9 @@ std::optional<ExperimentController::TuningEntry> ExperimentController::TuningFro
   const std::string name = proto.metadata().name();
   absl::StatusOr<tuning::HoldTuning> t = tuning::HoldTuningFromProto(proto, "server");
   if (!t.ok()) {
-    Log(LogLevel::kWarning, absl::StrCat("stored hold tuning ", name,
-                                         " fails validation and is ignored: ", t.status().message()));
+    Log(LogLevel::kWarning,
+        absl::StrCat("stored hold tuning ", name,
+                     " fails validation and is ignored: ", t.status().message()));
     return std::nullopt;
   }
   TuningEntry entry;
@@ -74,11 +75,10 @@ std::optional<ExperimentController::TuningEntry> ExperimentController::TuningFro
     absl::StatusOr<tuning::SegmentState> state =
         tuning::StateFromProto(stored.planner_state(), values);
     if (!state.ok()) {
-      Log(LogLevel::kWarning,
-          absl::StrCat("hold tuning ", name, " segment ",
-                       TuningSegmentText(entry.tuning.segment_keys, values),
-                       ": stored state is ignored (the segment starts again): ",
-                       state.status().message()));
+      Log(LogLevel::kWarning, absl::StrCat("hold tuning ", name, " segment ",
+                                           TuningSegmentText(entry.tuning.segment_keys, values),
+                                           ": stored state is ignored (the segment starts again): ",
+                                           state.status().message()));
       continue;
     }
     TuningSegment segment;
@@ -144,8 +144,7 @@ absl::Status ExperimentController::LoadTunings(bool reload, uint64_t revision) {
   return absl::OkStatus();
 }
 
-std::vector<const ExperimentController::TuningEntry*> ExperimentController::RunningTunings()
-    const {
+std::vector<const ExperimentController::TuningEntry*> ExperimentController::RunningTunings() const {
   std::vector<const TuningEntry*> out;
   for (const auto& [name, entry] : tunings_) {
     if (Running(entry)) out.push_back(&entry);
@@ -184,7 +183,8 @@ std::optional<v1::ExperimentAssignment> ExperimentController::TuningClaimLocked(
     if (entry->tuning.name == ended) return std::nullopt;
     auto segment = entry->segments.find(experiments::SegmentValuesFor(entry->segmenter, adapter));
     if (segment == entry->segments.end()) return std::nullopt;
-    auto a = segment->second.assigned.find(experiments::AdapterKey(adapter.host, adapter.adapter_id));
+    auto a =
+        segment->second.assigned.find(experiments::AdapterKey(adapter.host, adapter.adapter_id));
     if (a == segment->second.assigned.end()) return std::nullopt;
     const tuning::HoldAssignment& hold = a->second;
     const tuning::HoldTuning& t = entry->tuning;
@@ -215,7 +215,8 @@ std::map<std::vector<std::string>, tuning::SegmentInput> ExperimentController::T
   // Per segment: the adapters and the hold their policies set.
   std::map<std::vector<std::string>, std::vector<std::pair<common::AdapterAttributes, uint32_t>>>
       found;
-  const std::shared_ptr<const std::vector<v1::Adapter>> adapters = deps_.registry->AdapterSnapshot();
+  const std::shared_ptr<const std::vector<v1::Adapter>> adapters =
+      deps_.registry->AdapterSnapshot();
   for (const v1::Adapter& adapter : *adapters) {
     const common::AdapterAttributes attributes = AttributesOf(adapter);
     if (!common::Matches(entry.tuning.selector, attributes)) continue;
@@ -361,7 +362,8 @@ v1::HoldTuningStatus ExperimentController::TuningStatusLocked(const TuningEntry&
   }
   v1::Condition* waiting = status.add_conditions();
   waiting->set_type("SegmentsWaiting");
-  waiting->set_status(entry.waiting.empty() ? v1::CONDITION_STATUS_FALSE : v1::CONDITION_STATUS_TRUE);
+  waiting->set_status(entry.waiting.empty() ? v1::CONDITION_STATUS_FALSE
+                                            : v1::CONDITION_STATUS_TRUE);
   waiting->set_reason(entry.waiting.empty() ? "AllSegmentsTuned" : "TooFewAdapters");
   waiting->set_message(absl::StrJoin(entry.waiting, "; "));
   waiting->set_observed_generation(entry.proto.metadata().generation());
@@ -418,8 +420,8 @@ absl::StatusOr<std::vector<std::string>> ExperimentController::AcceptTuningWindo
     const bool recent = entry.proto.status().has_end_time() &&
                         now - TimeFromProto(entry.proto.status().end_time()) < t.window_length;
     if (!recent) {
-      return absl::InvalidArgumentError(absl::StrCat("metric_window.experiment: hold tuning ",
-                                                     t.name, " is stopped"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("metric_window.experiment: hold tuning ", t.name, " is stopped"));
     }
   }
   std::set<std::string, std::less<>> arms;
@@ -431,8 +433,8 @@ absl::StatusOr<std::vector<std::string>> ExperimentController::AcceptTuningWindo
     }
   }
   if (!arms.contains(window.arm())) {
-    return absl::InvalidArgumentError(absl::StrCat("metric_window.arm: hold tuning ", t.name,
-                                                   " has no hold ", window.arm()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("metric_window.arm: hold tuning ", t.name, " has no hold ", window.arm()));
   }
   if (duration <= absl::ZeroDuration() || duration > 2 * t.window_length) {
     return absl::InvalidArgumentError(

@@ -132,10 +132,10 @@ ExperimentController::StepResult ExperimentController::TuningStep(
         }
         if (c.status == tuning::CandidateStatus::kGuardrail &&
             (old == nullptr || old->status != c.status)) {
-          RecordTuningEvent(name, v1::EVENT_TYPE_WARNING, "GuardrailBroken",
-                            absl::StrCat(where, ": ", common::FormatHoldUs(c.hold_us),
-                                         " dropped: ", c.message),
-                            now);
+          RecordTuningEvent(
+              name, v1::EVENT_TYPE_WARNING, "GuardrailBroken",
+              absl::StrCat(where, ": ", common::FormatHoldUs(c.hold_us), " dropped: ", c.message),
+              now);
         }
       }
       if (s.phase != before.phase || s.reason != before.reason ||
@@ -164,8 +164,8 @@ ExperimentController::StepResult ExperimentController::TuningStep(
   }
   if (changed || entry.status_dirty) {
     if (absl::Status s = SaveTuningStatus(entry, TuningStatusLocked(entry), now); !s.ok()) {
-      Log(LogLevel::kWarning, absl::StrCat("cannot save hold tuning ", name,
-                                           " (will retry): ", s.message()));
+      Log(LogLevel::kWarning,
+          absl::StrCat("cannot save hold tuning ", name, " (will retry): ", s.message()));
       entry.status_dirty = true;
     } else {
       entry.status_dirty = false;
