@@ -288,9 +288,14 @@ class ExperimentController final : public ExperimentLayer {
     v1::HoldTuningSegment view;
     /// Adapters of the segment at the last step, with the hold their policies set.
     tuning::SegmentInput input;
-    /// The explorers of the current block and their assignments in `assigned_period`.
-    uint32_t assigned_period = UINT32_MAX;
-    std::map<std::string, tuning::HoldAssignment, std::less<>> assigned;
+    /// The explorers of the current block and their assignments in epoch period
+    /// `assigned_period`: a cache of the planner's answer, refreshed by whoever needs it
+    /// first in a new period (claims and steps, under mu_) and after every state change.
+    mutable uint32_t assigned_period = UINT32_MAX;
+    mutable std::map<std::string, tuning::HoldAssignment, std::less<>> assigned;
+    /// What the last published bundles assigned (Signature of `assigned`), so a step
+    /// publishes exactly when the assignments changed.
+    std::string published;
     absl::Time next_update = absl::InfinitePast();
   };
   struct TuningEntry {
@@ -334,8 +339,10 @@ class ExperimentController final : public ExperimentLayer {
   std::map<std::vector<std::string>, tuning::SegmentInput> TuningInputsLocked(
       const TuningEntry& entry, absl::Time now, std::vector<std::string>* waiting) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  /// Recomputes a segment's explorers when the period changed; true when they changed.
-  bool RefreshAssigned(const TuningEntry& entry, TuningSegment& segment, absl::Time now) const;
+  /// Recomputes a segment's explorers and their assignments at `now` when the period changed
+  /// since the last computation, or always with `force` (the state changed).
+  static void RefreshAssigned(const TuningEntry& entry, const TuningSegment& segment,
+                              absl::Time now, bool force);
   /// Fills the operator's view of a segment from its state (and `evidence`, when given).
   void UpdateSegmentView(const TuningEntry& entry, TuningSegment& segment,
                          const tuning::Evidence* evidence) const;

@@ -315,7 +315,7 @@ absl::StatusOr<v1::ApproveHoldTuningResponse> ExperimentController::Approve(
     seg.state = *std::move(next);
     seg.input = std::move(input);
     seg.view.set_applied_policy(applied->policy().metadata().name());
-    (void)RefreshAssigned(entry, seg, now);
+    RefreshAssigned(entry, seg, now, /*force=*/true);
     adopted = true;
     RecordTuningEvent(
         name, v1::EVENT_TYPE_NORMAL, "Adopted",
@@ -369,7 +369,7 @@ absl::StatusOr<v1::HoldTuning> ExperimentController::StopHoldTuning(
       if (segment.state.phase != tuning::Phase::kStopped) {
         segment.state = tuning::Stop(segment.state, now, message);
       }
-      segment.assigned.clear();
+      RefreshAssigned(entry, segment, now, /*force=*/true);  // stopped: nobody explores
     }
     v1::HoldTuningStatus status = TuningStatusLocked(entry);
     status.set_phase(v1::HOLD_TUNING_PHASE_STOPPED);

@@ -173,7 +173,6 @@ bool ExperimentController::TuningKept(const TuningEntry& entry,
 std::optional<v1::ExperimentAssignment> ExperimentController::TuningClaimLocked(
     const common::AdapterAttributes& adapter, absl::Time now,
     const std::vector<common::Policy>& policies, std::string_view ended) const {
-  (void)now;
   for (const TuningEntry* entry : RunningTunings()) {  // oldest first, as experiments
     if (!common::Matches(entry->tuning.selector, adapter) ||
         TuningKept(*entry, adapter, policies)) {
@@ -183,6 +182,7 @@ std::optional<v1::ExperimentAssignment> ExperimentController::TuningClaimLocked(
     if (entry->tuning.name == ended) return std::nullopt;
     auto segment = entry->segments.find(experiments::SegmentValuesFor(entry->segmenter, adapter));
     if (segment == entry->segments.end()) return std::nullopt;
+    RefreshAssigned(*entry, segment->second, now, /*force=*/false);
     auto a =
         segment->second.assigned.find(experiments::AdapterKey(adapter.host, adapter.adapter_id));
     if (a == segment->second.assigned.end()) return std::nullopt;
@@ -265,29 +265,22 @@ std::map<std::vector<std::string>, tuning::SegmentInput> ExperimentController::T
   return out;
 }
 
-bool ExperimentController::RefreshAssigned(const TuningEntry& entry, TuningSegment& segment,
-                                           absl::Time now) const {
+void ExperimentController::RefreshAssigned(const TuningEntry& entry, const TuningSegment& segment,
+                                           absl::Time now, bool force) {
   const tuning::HoldTuning& t = entry.tuning;
   const tuning::SegmentState& s = segment.state;
-  std::map<std::string, tuning::HoldAssignment, std::less<>> assigned;
-  uint32_t period = UINT32_MAX;
-  if (now >= s.epoch_start) {
-    period = static_cast<uint32_t>(tuning::WholePeriods(now - s.epoch_start, t.period_length));
-    for (const std::string& key : tuning::SlotAdaptersAt(t, s, now)) {
-      absl::StatusOr<tuning::HoldAssignment> a = tuning::AssignmentFor(t, s, key, now);
-      if (a.ok()) assigned.emplace(key, *std::move(a));
-    }
-  }
-  auto same = [](const auto& a, const auto& b) {
-    return a.first == b.first && a.second.hold_us == b.second.hold_us &&
-           a.second.period_index == b.second.period_index;
-  };
-  const bool changed = period != segment.assigned_period ||
-                       !std::equal(assigned.begin(), assigned.end(), segment.assigned.begin(),
-                                   segment.assigned.end(), same);
+  const uint32_t period =
+      now < s.epoch_start
+          ? UINT32_MAX
+          : static_cast<uint32_t>(tuning::WholePeriods(now - s.epoch_start, t.period_length));
+  if (!force && period == segment.assigned_period) return;
+  segment.assigned.clear();
   segment.assigned_period = period;
-  segment.assigned = std::move(assigned);
-  return changed;
+  if (period == UINT32_MAX) return;
+  for (const std::string& key : tuning::SlotAdaptersAt(t, s, now)) {
+    absl::StatusOr<tuning::HoldAssignment> a = tuning::AssignmentFor(t, s, key, now);
+    if (a.ok()) segment.assigned.emplace(key, *std::move(a));
+  }
 }
 
 void ExperimentController::UpdateSegmentView(const TuningEntry& entry, TuningSegment& segment,

@@ -26,6 +26,13 @@ std::string Challengers(const tuning::SegmentState& s) {
   return absl::StrJoin(out, ", ");
 }
 
+/// The explorers' assignments of a segment, to tell whether bundles must change.
+std::string Signature(const auto& segment) {
+  std::string out = absl::StrCat(segment.assigned_period, ";");
+  for (const auto& [key, a] : segment.assigned) absl::StrAppend(&out, key, "=", a.hold_us, ";");
+  return out;
+}
+
 /// The planner state serialised, to tell whether a step changed it.
 std::string StateBytes(const tuning::SegmentState& state) {
   return tuning::StateToProto(state).SerializeAsString();
@@ -156,7 +163,12 @@ ExperimentController::StepResult ExperimentController::TuningStep(
     entry.waiting = std::move(waiting);
   }
   for (auto& [values, segment] : entry.segments) {
-    if (RefreshAssigned(entry, segment, now)) result.publish = true;
+    RefreshAssigned(entry, segment, now, /*force=*/changed);
+    std::string signature = Signature(segment);
+    if (signature != segment.published) {
+      segment.published = std::move(signature);
+      result.publish = true;
+    }
     if (tuning::ShouldAutoApply(t, segment.state) &&
         std::find(auto_apply.begin(), auto_apply.end(), name) == auto_apply.end()) {
       auto_apply.push_back(name);
