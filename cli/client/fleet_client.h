@@ -45,6 +45,17 @@ class FleetClient {
       const v1::GetExperimentReportRequest& request) = 0;
   virtual absl::StatusOr<v1::PromoteExperimentResponse> PromoteExperiment(
       const v1::PromoteExperimentRequest& request) = 0;
+  virtual absl::StatusOr<v1::CreateHoldTuningResponse> CreateHoldTuning(
+      const v1::CreateHoldTuningRequest& request) = 0;
+  virtual absl::StatusOr<v1::ListHoldTuningsResponse> ListHoldTunings(
+      const v1::ListHoldTuningsRequest& request) = 0;
+  virtual absl::StatusOr<v1::HoldTuning> GetHoldTuning(const v1::GetHoldTuningRequest& request) = 0;
+  virtual absl::StatusOr<v1::ApproveHoldTuningResponse> ApproveHoldTuning(
+      const v1::ApproveHoldTuningRequest& request) = 0;
+  virtual absl::StatusOr<v1::HoldTuning> StopHoldTuning(
+      const v1::StopHoldTuningRequest& request) = 0;
+  virtual absl::StatusOr<v1::HoldTuning> DeleteHoldTuning(
+      const v1::DeleteHoldTuningRequest& request) = 0;
   virtual absl::StatusOr<v1::ListEventsResponse> ListEvents(
       const v1::ListEventsRequest& request) = 0;
 

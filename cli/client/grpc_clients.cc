@@ -169,6 +169,40 @@ class GrpcFleetClient final : public FleetClient {
       return stub_->PromoteExperiment(ctx, request, response);
     });
   }
+  absl::StatusOr<v1::CreateHoldTuningResponse> CreateHoldTuning(
+      const v1::CreateHoldTuningRequest& request) override {
+    return Unary<v1::CreateHoldTuningResponse>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->CreateHoldTuning(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::ListHoldTuningsResponse> ListHoldTunings(
+      const v1::ListHoldTuningsRequest& request) override {
+    return Unary<v1::ListHoldTuningsResponse>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->ListHoldTunings(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::HoldTuning> GetHoldTuning(const v1::GetHoldTuningRequest& request) override {
+    return Unary<v1::HoldTuning>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->GetHoldTuning(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::ApproveHoldTuningResponse> ApproveHoldTuning(
+      const v1::ApproveHoldTuningRequest& request) override {
+    return Unary<v1::ApproveHoldTuningResponse>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->ApproveHoldTuning(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::HoldTuning> StopHoldTuning(const v1::StopHoldTuningRequest& request) override {
+    return Unary<v1::HoldTuning>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->StopHoldTuning(ctx, request, response);
+    });
+  }
+  absl::StatusOr<v1::HoldTuning> DeleteHoldTuning(
+      const v1::DeleteHoldTuningRequest& request) override {
+    return Unary<v1::HoldTuning>([&](grpc::ClientContext* ctx, auto* response) {
+      return stub_->DeleteHoldTuning(ctx, request, response);
+    });
+  }
   absl::StatusOr<v1::ListEventsResponse> ListEvents(const v1::ListEventsRequest& request) override {
     return Unary<v1::ListEventsResponse>([&](grpc::ClientContext* ctx, auto* response) {
       return stub_->ListEvents(ctx, request, response);

@@ -75,6 +75,17 @@ absl::StatusOr<std::vector<v1::Experiment>> ListAllExperiments(FleetClient& clie
       "experiment");
 }
 
+absl::StatusOr<std::vector<v1::HoldTuning>> ListAllHoldTunings(FleetClient& client,
+                                                               v1::ListHoldTuningsRequest request) {
+  return ListAll<v1::HoldTuning>(
+      std::move(request),
+      [&](const v1::ListHoldTuningsRequest& r) { return client.ListHoldTunings(r); },
+      [](v1::ListHoldTuningsResponse& r, std::vector<v1::HoldTuning>& out) {
+        Append(r.mutable_tunings(), out);
+      },
+      "hold tuning");
+}
+
 absl::StatusOr<std::vector<v1::Event>> ListRecentEvents(FleetClient& client,
                                                         v1::ListEventsRequest request,
                                                         size_t max_events) {

@@ -28,6 +28,10 @@ absl::StatusOr<std::vector<v1::Policy>> ListAllPolicies(FleetClient& client,
 absl::StatusOr<std::vector<v1::Experiment>> ListAllExperiments(FleetClient& client,
                                                                v1::ListExperimentsRequest request);
 
+/// All hold tunings, in server order (newest first).
+absl::StatusOr<std::vector<v1::HoldTuning>> ListAllHoldTunings(FleetClient& client,
+                                                               v1::ListHoldTuningsRequest request);
+
 /// The newest `max_events` events matching the request's filters, oldest first.
 absl::StatusOr<std::vector<v1::Event>> ListRecentEvents(FleetClient& client,
                                                         v1::ListEventsRequest request,

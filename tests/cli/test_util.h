@@ -46,6 +46,18 @@ class MockFleetClient : public FleetClient {
               (const v1::GetExperimentReportRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::PromoteExperimentResponse>, PromoteExperiment,
               (const v1::PromoteExperimentRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::CreateHoldTuningResponse>, CreateHoldTuning,
+              (const v1::CreateHoldTuningRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::ListHoldTuningsResponse>, ListHoldTunings,
+              (const v1::ListHoldTuningsRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::HoldTuning>, GetHoldTuning, (const v1::GetHoldTuningRequest&),
+              (override));
+  MOCK_METHOD(absl::StatusOr<v1::ApproveHoldTuningResponse>, ApproveHoldTuning,
+              (const v1::ApproveHoldTuningRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::HoldTuning>, StopHoldTuning, (const v1::StopHoldTuningRequest&),
+              (override));
+  MOCK_METHOD(absl::StatusOr<v1::HoldTuning>, DeleteHoldTuning,
+              (const v1::DeleteHoldTuningRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::ListEventsResponse>, ListEvents, (const v1::ListEventsRequest&),
               (override));
   MOCK_METHOD(absl::Status, WatchEvents,
