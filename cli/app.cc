@@ -18,6 +18,7 @@
 #include "cli/commands/experiment.h"
 #include "cli/commands/get.h"
 #include "cli/commands/status.h"
+#include "cli/commands/tune.h"
 #include "cli/commands/watch.h"
 #include "cli/exit_code.h"
 #include "cli/output/terminal_stream.h"
@@ -54,6 +55,7 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
   app->footer(
       "Examples:\n  rxfleetctl get adapters -o wide\n  rxfleetctl apply -f policy.yaml\n"
       "  rxfleetctl experiment create -f hold-ab.yaml\n"
+      "  rxfleetctl tune create -f hold-usb3.yaml\n"
       "  rxfleetctl --local status\n\n"
       "Connection: flag > RXFLEET_SERVER / RXFLEET_TOKEN > ~/.config/rxfleet/config.yaml > "
       "default (127.0.0.1:7443, TLS). Reference: docs/CLI.md, docs/SECURITY.md");
@@ -98,6 +100,7 @@ std::unique_ptr<CLI::App> BuildApp(GlobalOptions* global, SelectedCommand* selec
   AddDiffCommand(*app, selected);
   AddDeleteCommand(*app, selected);
   AddExperimentCommand(*app, selected);
+  AddTuneCommand(*app, selected);
   AddWatchCommand(*app, selected);
   AddStatusCommand(*app, selected);
   AddCompletionCommand(*app, selected);

@@ -13,6 +13,7 @@
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
 #include "rxfleet/v1/probe.pb.h"
+#include "rxfleet/v1/tuning.pb.h"
 
 namespace rxfleet::cli {
 
@@ -53,5 +54,17 @@ void DescribePolicy(const v1::Policy& policy, const std::vector<v1::Event>& even
 /// conditions), the arms stopped per segment with reasons, and recent events.
 void DescribeExperiment(const v1::Experiment& experiment, const std::vector<v1::Event>& events,
                         absl::Time now, std::ostream& out);
+
+/// A hold tuning (`tune describe`): metadata, phase with start and end, the spec (candidates,
+/// objective, segment keys, budget, min effect, timing, auto apply, recheck share, minimums,
+/// selector, guardrails), status (assigned adapters, valid windows, conditions), then per
+/// segment: its values, phase (reason), message, since, incumbent and previous hold,
+/// exploration, round (and whether it is the confirmation round), committed/budget windows,
+/// adapters and explorers, the candidates (HOLD, STATUS, LAST ROUND, MESSAGE), the proposal
+/// (hold vs incumbent, policy name, time, the confirmation row), the comparison table (HOLD,
+/// STATUS, PAIRS, WINDOWS challenger/incumbent, MEAN, INCUMBENT, DIFF relative, ALWAYS-VALID
+/// 95% CI, P, GUARDRAILS) and the applied policy. Last, each segment's evidence_text as the
+/// server rendered it. Means print in the objective metric's unit (FormatMetricValue).
+void DescribeHoldTuning(const v1::HoldTuning& tuning, absl::Time now, std::ostream& out);
 
 }  // namespace rxfleet::cli

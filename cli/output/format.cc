@@ -235,6 +235,33 @@ std::string ExperimentPhaseWord(v1::ExperimentPhase phase) {
   return Capitalised(EnumWord(v1::ExperimentPhase_Name(phase), "EXPERIMENT_PHASE_"));
 }
 
+std::string HoldTuningPhaseWord(v1::HoldTuningPhase phase) {
+  return Capitalised(EnumWord(v1::HoldTuningPhase_Name(phase), "HOLD_TUNING_PHASE_"));
+}
+
+std::string FormatObjective(const v1::HoldTuningSpec& spec) {
+  if (spec.objective_metric().empty()) return "<none>";
+  std::string direction;
+  switch (spec.objective_direction()) {
+    case v1::TUNING_DIRECTION_MAXIMIZE:
+      direction = "maximize";
+      break;
+    case v1::TUNING_DIRECTION_MINIMIZE:
+      direction = "minimize";
+      break;
+    default:
+      direction = "<unspecified direction>";
+  }
+  return absl::StrCat(direction, " ", spec.objective_metric());
+}
+
+std::string FormatHolds(const google::protobuf::RepeatedField<uint32_t>& holds_us) {
+  if (holds_us.empty()) return "<none>";
+  std::vector<std::string> holds;
+  for (uint32_t hold : holds_us) holds.push_back(common::FormatHoldUs(hold));
+  return absl::StrJoin(holds, ",");
+}
+
 std::string ExperimentDesignWord(v1::ExperimentDesign design) {
   return EnumWord(v1::ExperimentDesign_Name(design), "EXPERIMENT_DESIGN_");
 }

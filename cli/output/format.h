@@ -18,6 +18,7 @@
 #include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/policy.pb.h"
 #include "rxfleet/v1/probe.pb.h"
+#include "rxfleet/v1/tuning.pb.h"
 
 namespace rxfleet::cli {
 
@@ -46,6 +47,16 @@ std::string AdapterStateWord(v1::AdapterState state);
 /// Experiment phase as a word: "Pending", "Running", "Completed", "Stopped"; "Unknown" for
 /// UNSPECIFIED.
 std::string ExperimentPhaseWord(v1::ExperimentPhase phase);
+
+/// Hold tuning phase as a word: "Running", "Stopped"; "Unknown" for UNSPECIFIED.
+std::string HoldTuningPhaseWord(v1::HoldTuningPhase phase);
+
+/// A tuning's objective as the document spells it: "maximize rx_throughput_bps";
+/// "<none>" without a metric.
+std::string FormatObjective(const v1::HoldTuningSpec& spec);
+
+/// Holds in µs as a list: "32µs,64µs,128µs"; "<none>" when empty.
+std::string FormatHolds(const google::protobuf::RepeatedField<uint32_t>& holds_us);
 
 /// Experiment design: "parallel", "switchback"; "unknown" for UNSPECIFIED.
 std::string ExperimentDesignWord(v1::ExperimentDesign design);

@@ -207,6 +207,36 @@ void PrintExperimentTable(const std::vector<v1::Experiment>& experiments, bool w
   table.Print(out);
 }
 
+void PrintHoldTuningTable(const std::vector<v1::HoldTuning>& tunings, bool wide, absl::Time now,
+                          std::ostream& out) {
+  std::vector<std::string> header = {"NAME", "PHASE", "SEGMENTS", "PROPOSED", "ADAPTERS", "AGE"};
+  if (wide) header.insert(header.end(), {"OBJECTIVE", "CANDIDATES", "WINDOWS", "STARTED"});
+  Table table(std::move(header));
+  for (const v1::HoldTuning* tuning :
+       SortedBy(tunings, [](const v1::HoldTuning& t) { return t.metadata().name(); })) {
+    const auto& status = tuning->status();
+    const auto proposed =
+        std::count_if(status.segments().begin(), status.segments().end(),
+                      [](const v1::HoldTuningSegment& s) { return s.phase() == "proposed"; });
+    std::vector<std::string> row = {tuning->metadata().name(),
+                                    HoldTuningPhaseWord(status.phase()),
+                                    absl::StrCat(status.segments_size()),
+                                    absl::StrCat(proposed),
+                                    absl::StrCat(status.assigned_adapters()),
+                                    FormatAge(AsTime(tuning->metadata().create_time()), now)};
+    if (wide) {
+      const absl::Time start = AsTime(status.start_time());
+      row.insert(
+          row.end(),
+          {FormatObjective(tuning->spec()), FormatHolds(tuning->spec().candidate_hold_us()),
+           absl::StrCat(status.valid_windows()),
+           start == absl::InfinitePast() ? "-" : absl::StrCat(FormatAge(start, now), " ago")});
+    }
+    table.AddRow(std::move(row));
+  }
+  table.Print(out);
+}
+
 void PrintEventTable(const std::vector<v1::Event>& events, absl::Time now, std::ostream& out) {
   Table table({"LAST-SEEN", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"});
   for (const v1::Event& event : events) {
@@ -234,6 +264,10 @@ std::string ResourceName(const v1::Policy& policy) {
 }  // namespace rxfleet::cli
 
 namespace rxfleet::cli {
+
+std::string ResourceName(const v1::HoldTuning& tuning) {
+  return absl::StrCat("holdtuning/", tuning.metadata().name());
+}
 
 std::string ResourceName(const v1::Experiment& experiment) {
   return absl::StrCat("experiment/", experiment.metadata().name());

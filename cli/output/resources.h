@@ -11,6 +11,7 @@
 #include "rxfleet/v1/experiment.pb.h"
 #include "rxfleet/v1/host.pb.h"
 #include "rxfleet/v1/policy.pb.h"
+#include "rxfleet/v1/tuning.pb.h"
 
 namespace rxfleet::cli {
 
@@ -41,6 +42,13 @@ void PrintPolicyTable(const std::vector<v1::Policy>& policies, bool wide, absl::
 void PrintExperimentTable(const std::vector<v1::Experiment>& experiments, bool wide, absl::Time now,
                           std::ostream& out);
 
+/// Hold tunings for `tune get`: NAME, PHASE (Running, Stopped), SEGMENTS, PROPOSED (segments
+/// in phase "proposed"), ADAPTERS (assigned now, all segments), AGE; wide adds OBJECTIVE
+/// ("maximize rx_throughput_bps"), CANDIDATES (holds), WINDOWS (valid metric windows so far),
+/// STARTED (age of the start, "-" before). Sorted by name.
+void PrintHoldTuningTable(const std::vector<v1::HoldTuning>& tunings, bool wide, absl::Time now,
+                          std::ostream& out);
+
 /// Events for `get events`: LAST-SEEN, TYPE, REASON, OBJECT, COUNT, MESSAGE, oldest first
 /// (the server's order).
 void PrintEventTable(const std::vector<v1::Event>& events, absl::Time now, std::ostream& out);
@@ -51,6 +59,8 @@ std::string ResourceName(const v1::Adapter& adapter);
 std::string ResourceName(const v1::Policy& policy);
 std::string ResourceName(const v1::Experiment& experiment);
 std::string ResourceName(const v1::Event& event);
+/// "holdtuning/hold-usb3".
+std::string ResourceName(const v1::HoldTuning& tuning);
 
 /// "desired/observed" hold of an adapter, e.g. "32µs/32µs"; "-" for a side that is unknown.
 std::string FormatAdapterHold(const v1::Adapter& adapter);

@@ -191,8 +191,9 @@ TEST(AppTest, InvalidPolicyDocumentsExitOneNamingFieldFileAndLine) {
 TEST(AppTest, UnknownCommandsAreUsageErrorsListingTheCommands) {
   Harness h;
   EXPECT_EQ(h.Run({"frobnicate"}), 2);
-  EXPECT_THAT(h.err(), StartsWith("error: unknown command 'frobnicate'; commands: get, describe, "
-                                  "apply, diff, delete, experiment, watch, status, completion\n"));
+  EXPECT_THAT(h.err(),
+              StartsWith("error: unknown command 'frobnicate'; commands: get, describe, "
+                         "apply, diff, delete, experiment, tune, watch, status, completion\n"));
   EXPECT_EQ(h.Run({}), 2);
   EXPECT_THAT(h.err(), StartsWith("error: a command is required; commands: get,"));
   EXPECT_EQ(h.Run({"--local", "frobnicate"}), 2);

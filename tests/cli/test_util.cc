@@ -33,6 +33,7 @@ template v1::ListEventsResponse LoadResponse<v1::ListEventsResponse>(std::string
 template v1::ExplainAdapterResponse LoadResponse<v1::ExplainAdapterResponse>(std::string_view);
 template v1::GetStatusResponse LoadResponse<v1::GetStatusResponse>(std::string_view);
 template v1::ListExperimentsResponse LoadResponse<v1::ListExperimentsResponse>(std::string_view);
+template v1::ListHoldTuningsResponse LoadResponse<v1::ListHoldTuningsResponse>(std::string_view);
 
 void ExpectGolden(std::string_view name, const std::string& actual) {
   const std::string path =
