@@ -175,10 +175,84 @@ TEST(LabTest, SuperSpeedCapabilityFollowsTheFastestSpeedSeenUnlessGiven) {
               HasSubstr("devices[0].superspeed_capable"));
 }
 
+TEST(LabTest, SyntheticCurveIsParsed) {
+  absl::StatusOr<Lab> lab = ParseLab(std::string(kMinimal) + R"(    traffic:
+      offered_rx_mbps: 1200
+      offered_tx_mbps: 50
+      synthetic_curve:
+        - {hold_us: 32, rx_mbps: 700}
+        - {hold_us: 128, rx_mbps: 1000, loss: 0.25}
+        - {hold_us: 0x400, rx_mbps: 600.5, loss: 0.0}
+)",
+                                     "lab.yaml");
+  ASSERT_TRUE(lab.ok()) << lab.status();
+  ASSERT_TRUE(lab->devices[0].traffic.has_value());
+  const std::vector<SyntheticCurvePoint>& c = lab->devices[0].traffic->synthetic_curve;
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].hold_us, 32u);
+  EXPECT_EQ(c[0].rx_mbps, 700);
+  EXPECT_EQ(c[0].loss, 0);  // default
+  EXPECT_EQ(c[1].loss, 0.25);
+  EXPECT_EQ(c[2].hold_us, 1024u);
+  EXPECT_EQ(c[2].rx_mbps, 600.5);
+  // Without the key: the calibrated model.
+  lab = ParseLab(std::string(kMinimal) + "    traffic: {offered_rx_mbps: 1}\n", "lab.yaml");
+  ASSERT_TRUE(lab.ok()) << lab.status();
+  EXPECT_TRUE(lab->devices[0].traffic->synthetic_curve.empty());
+}
+
+TEST(LabTest, SyntheticCurveIsValidatedStrictly) {
+  // Line 12 is the synthetic_curve key, the points follow from line 13.
+  auto error = [](const std::string& points) {
+    return ErrorOf(std::string(kMinimal) + "    traffic:\n      offered_rx_mbps: 100\n" +
+                   "      synthetic_curve:" + points);
+  };
+  const std::string ok_point = "\n        - {hold_us: 32, rx_mbps: 1}";
+  EXPECT_THAT(error(" {hold_us: 32}\n"),
+              HasSubstr("lab.yaml:12: devices[0].traffic.synthetic_curve: expected a list"));
+  EXPECT_THAT(error(ok_point + "\n"),
+              HasSubstr("lab.yaml:13: devices[0].traffic.synthetic_curve: expected 2..32 "
+                        "points; got 1"));
+  std::string many;
+  for (int i = 1; i <= 33; ++i)
+    many += "\n        - {hold_us: " + std::to_string(32 * i) + ", rx_mbps: 1}";
+  EXPECT_THAT(error(many + "\n"), HasSubstr("expected 2..32 points; got 33"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 48, rx_mbps: 1}\n"),
+              HasSubstr("lab.yaml:14: devices[0].traffic.synthetic_curve[1].hold_us: 48 is not "
+                        "a multiple of 32"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 8192, rx_mbps: 1}\n"),
+              HasSubstr("synthetic_curve[1].hold_us: 8192 out of range [0, 8160]"));
+  EXPECT_THAT(error(ok_point + ok_point + "\n"),
+              HasSubstr("lab.yaml:14: devices[0].traffic.synthetic_curve[1].hold_us: 32 is not "
+                        "above the previous point's 32"));
+  EXPECT_THAT(error("\n        - {hold_us: 64, rx_mbps: 1}" + ok_point + "\n"),
+              HasSubstr("synthetic_curve[1].hold_us: 32 is not above the previous point's 64"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 64, rx_mbps: -1}\n"),
+              HasSubstr("synthetic_curve[1].rx_mbps: -1 out of range"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 64, rx_mbps: .inf}\n"),
+              HasSubstr("synthetic_curve[1].rx_mbps: expected a number"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 64, rx_mbps: nan}\n"),
+              HasSubstr("synthetic_curve[1].rx_mbps: expected a number"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 64, rx_mbps: 1, loss: 1.5}\n"),
+              HasSubstr("synthetic_curve[1].loss: 1.5 out of range [0, 1]"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 64, rx_mbps: 1, loss: -0.1}\n"),
+              HasSubstr("synthetic_curve[1].loss: -0.1 out of range"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 64}\n"),
+              HasSubstr("lab.yaml:14: devices[0].traffic.synthetic_curve[1]: missing required "
+                        "key 'rx_mbps'"));
+  EXPECT_THAT(error(ok_point + "\n        - {rx_mbps: 1}\n"),
+              HasSubstr("missing required key 'hold_us'"));
+  EXPECT_THAT(error(ok_point + "\n        - {hold_us: 64, rx_mbps: 1, drop: 0}\n"),
+              HasSubstr("synthetic_curve[1].drop: unknown key 'drop' (allowed: hold_us, "
+                        "rx_mbps, loss)"));
+  EXPECT_THAT(error(ok_point + "\n        - [64, 1]\n"),
+              HasSubstr("synthetic_curve[1]: expected a mapping"));
+}
+
 TEST(LabTest, ShippedLabsLoad) {
-  for (const char* name :
-       {"rtl8922au-superspeed", "rtl8922au-highspeed", "rtl8852bu-superspeed",
-        "rtl8852cu-superspeed", "driver-disabled", "mixed-host", "demo", "be6500-reenumerate"}) {
+  for (const char* name : {"rtl8922au-superspeed", "rtl8922au-highspeed", "rtl8852bu-superspeed",
+                           "rtl8852cu-superspeed", "driver-disabled", "mixed-host", "demo",
+                           "be6500-reenumerate", "tuning-x86-usb3", "tuning-pi1-usb2"}) {
     absl::StatusOr<Lab> lab = LoadLab(rxfleet::testing::LabPath(name));
     EXPECT_TRUE(lab.ok()) << name << ": " << lab.status();
   }

@@ -266,7 +266,9 @@ TrafficRates EmulatedDevice::CurrentRates() const {
 bool EmulatedDevice::ShapeNeedsApply(ShapeSpec* shape, uint64_t* rate_bps) const {
   if (!config_.netdev || !config_.netdev->shape) return false;
   const ShapeSpec& s = *config_.netdev->shape;
-  const uint64_t rate = ShapedRateBps(host_class_, config_.speed_mbps, CurrentHoldUs(), s.scale);
+  const std::vector<SyntheticCurvePoint> calibrated;
+  const uint64_t rate = ShapedRateBps(host_class_, config_.speed_mbps, CurrentHoldUs(), s.scale,
+                                      spec_.traffic ? spec_.traffic->synthetic_curve : calibrated);
   const std::pair<std::string, std::string> target(s.netns, s.device);
   if (shaped_target_ == target && shaped_rate_bps_ == rate) return false;
   *shape = s;
@@ -338,6 +340,8 @@ nlohmann::json EmulatedDevice::StateJson() const {
   j["rx_agg_register"] = reg ? nlohmann::json(absl::StrFormat("0x%x", *reg)) : nullptr;
   const std::optional<uint32_t> hold = CurrentHoldUs();
   j["hold_us"] = hold ? nlohmann::json(*hold) : nullptr;
+  j["traffic_model"] =
+      spec_.traffic && !spec_.traffic->synthetic_curve.empty() ? "synthetic_curve" : "calibrated";
   if (config_.netdev) {
     j["netdev"] = {
         {"name", config_.netdev->name},         {"rx_bytes", counters_.rx_bytes()},

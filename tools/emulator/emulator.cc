@@ -282,9 +282,12 @@ absl::Status Run::SyncShapes() {
     }
     const double t = child_started_ ? core_.Now() : 0;
     if (options_.verbose) {
-      Log(absl::StrFormat("t=%.3f shape %s: %s in %s at %d bit/s (hold %s)", t,
+      const std::optional<TrafficSpec>& traffic = lab_.devices[i].traffic;
+      const bool synthetic = traffic && !traffic->synthetic_curve.empty();
+      Log(absl::StrFormat("t=%.3f shape %s: %s in %s at %d bit/s (hold %s%s)", t,
                           lab_.devices[i].name, shape.device, shape.netns, rate_bps,
-                          hold ? absl::StrCat(*hold, " us") : "none"));
+                          hold ? absl::StrCat(*hold, " us") : "none",
+                          synthetic ? ", synthetic curve" : ""));
     }
     std::lock_guard<std::mutex> lock(core_.mu());
     core_.device(i).RecordShapeApplied(shape, t, rate_bps);

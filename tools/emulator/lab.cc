@@ -781,6 +781,54 @@ std::optional<uint32_t> RxAggRegisterFor(const DeviceSpec& spec, const DeviceCon
 
 namespace {
 
+// traffic.synthetic_curve: 2..32 points {hold_us, rx_mbps, loss}, hold_us a multiple of 32 in
+// 0..8160 and strictly increasing, rx_mbps >= 0, loss in [0, 1] (default 0).
+absl::StatusOr<std::vector<SyntheticCurvePoint>> ParseSyntheticCurve(const Reader& r,
+                                                                     const YAML::Node& node,
+                                                                     const std::string& field) {
+  constexpr size_t kMinPoints = 2;
+  constexpr size_t kMaxPoints = 32;
+  constexpr uint64_t kMaxHoldUs = 255 * 32;  // RX aggregation reg 0 bits 15:8 x 32 µs
+  if (!node.IsSequence()) {
+    return r.Error(node, field, "expected a list of {hold_us, rx_mbps, loss} points");
+  }
+  if (node.size() < kMinPoints || node.size() > kMaxPoints) {
+    return r.Error(
+        node, field,
+        absl::StrFormat("expected %d..%d points; got %d", kMinPoints, kMaxPoints, node.size()));
+  }
+  std::vector<SyntheticCurvePoint> curve;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node p = node[i];
+    const std::string pf = absl::StrCat(field, "[", i, "]");
+    RX_RETURN_IF_ERROR(r.CheckKeys(p, pf, {"hold_us", "rx_mbps", "loss"}));
+    for (const char* key : {"hold_us", "rx_mbps"}) {
+      if (!p[key]) return r.Error(p, pf, absl::StrCat("missing required key '", key, "'"));
+    }
+    SyntheticCurvePoint point;
+    RX_ASSIGN_OR_RETURN(hold, r.Uint(p["hold_us"], pf + ".hold_us", 0, kMaxHoldUs));
+    if (*hold_or % 32 != 0) {
+      return r.Error(p["hold_us"], pf + ".hold_us",
+                     absl::StrCat(*hold_or, " is not a multiple of 32 (the register's unit)"));
+    }
+    point.hold_us = static_cast<uint32_t>(*hold_or);
+    if (!curve.empty() && point.hold_us <= curve.back().hold_us) {
+      return r.Error(
+          p["hold_us"], pf + ".hold_us",
+          absl::StrCat(point.hold_us, " is not above the previous point's ", curve.back().hold_us,
+                       " (points are sorted by hold_us, strictly increasing)"));
+    }
+    RX_ASSIGN_OR_RETURN(rx, r.Number(p["rx_mbps"], pf + ".rx_mbps", 0, 100000));
+    point.rx_mbps = *rx_or;
+    if (p["loss"]) {
+      RX_ASSIGN_OR_RETURN(loss, r.Number(p["loss"], pf + ".loss", 0, 1));
+      point.loss = *loss_or;
+    }
+    curve.push_back(point);
+  }
+  return curve;
+}
+
 absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
                                       const std::string& display_path) {
   Reader r(display_path);
@@ -883,7 +931,8 @@ absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
     }
     if (d["traffic"]) {
       const YAML::Node t = d["traffic"];
-      RX_RETURN_IF_ERROR(r.CheckKeys(t, f + ".traffic", {"offered_rx_mbps", "offered_tx_mbps"}));
+      RX_RETURN_IF_ERROR(r.CheckKeys(t, f + ".traffic",
+                                     {"offered_rx_mbps", "offered_tx_mbps", "synthetic_curve"}));
       TrafficSpec traffic;
       if (t["offered_rx_mbps"]) {
         RX_ASSIGN_OR_RETURN(
@@ -894,6 +943,11 @@ absl::StatusOr<Lab> ParseLabUnchecked(const std::string& yaml_text,
         RX_ASSIGN_OR_RETURN(
             v, r.Number(t["offered_tx_mbps"], f + ".traffic.offered_tx_mbps", 0, 100000));
         traffic.offered_tx_mbps = *v_or;
+      }
+      if (t["synthetic_curve"]) {
+        RX_ASSIGN_OR_RETURN(
+            curve, ParseSyntheticCurve(r, t["synthetic_curve"], f + ".traffic.synthetic_curve"));
+        traffic.synthetic_curve = std::move(*curve_or);
       }
       spec.traffic = traffic;
     }

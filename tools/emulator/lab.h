@@ -87,10 +87,23 @@ struct NetdevSpec {
   std::optional<ShapeSpec> shape;
 };
 
-/// Offered load of the traffic model, Mbit/s, >= 0.
+/// One point of a synthetic RX curve (TrafficSpec::synthetic_curve).
+struct SyntheticCurvePoint {
+  uint32_t hold_us = 0;  ///< RX aggregation hold, µs: a multiple of 32 in 0..8160
+  double rx_mbps = 0;    ///< RX capacity at that hold, Mbit/s, finite, >= 0
+  double loss = 0;       ///< fraction of the received traffic the host drops, 0..1
+};
+
+/// Offered load of the traffic model, Mbit/s, >= 0, and optionally a synthetic RX curve.
 struct TrafficSpec {
   double offered_rx_mbps = 0;
   double offered_tx_mbps = 0;
+  /// Made-up RX capacity and loss by hold, for tests of hold tuning that need an optimum
+  /// between the extremes (the calibrated model is monotone in the hold); not a measurement.
+  /// When non-empty it replaces the calibrated RX capacity and RX loss of the device (TX keeps
+  /// the calibrated figures); traffic_model.h gives the interpolation. Empty = calibrated
+  /// model. After loading: 2..32 points, hold_us strictly increasing.
+  std::vector<SyntheticCurvePoint> synthetic_curve;
 };
 
 /// Everything about a device that can change when it (re-)enumerates: its USB identity,

@@ -57,6 +57,24 @@ double RxLossFraction(HostClass host, double speed_mbps, std::optional<uint32_t>
   return Interpolate(kPi1HighLoss, hold_us);
 }
 
+SyntheticCurveValue SyntheticCurveAt(const std::vector<SyntheticCurvePoint>& curve,
+                                     std::optional<uint32_t> hold_us) {
+  if (curve.empty()) return {};
+  const double h = hold_us.value_or(0) == 0 ? kShortHoldUs : static_cast<double>(*hold_us);
+  const SyntheticCurvePoint& first = curve.front();
+  const SyntheticCurvePoint& last = curve.back();
+  if (h <= first.hold_us) return {first.rx_mbps, first.loss};
+  if (h >= last.hold_us) return {last.rx_mbps, last.loss};
+  // The first point above h; curve[i - 1] is at or below it.
+  const auto above =
+      std::upper_bound(curve.begin(), curve.end(), h,
+                       [](double hold, const SyntheticCurvePoint& p) { return hold < p.hold_us; });
+  const SyntheticCurvePoint& a = *(above - 1);
+  const SyntheticCurvePoint& b = *above;
+  const double f = (h - a.hold_us) / (static_cast<double>(b.hold_us) - a.hold_us);
+  return {(1 - f) * a.rx_mbps + f * b.rx_mbps, (1 - f) * a.loss + f * b.loss};
+}
+
 double TxCapacityMbps(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us) {
   if (Slow(speed_mbps)) return SlowCap(speed_mbps);
   if (host == HostClass::kPi1) return Interpolate(kPi1HighLink, hold_us);
@@ -64,17 +82,29 @@ double TxCapacityMbps(HostClass host, double speed_mbps, std::optional<uint32_t>
 }
 
 uint64_t ShapedRateBps(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us,
-                       double scale) {
+                       double scale, const std::vector<SyntheticCurvePoint>& synthetic_curve) {
   constexpr double kMinRateBps = 8000;
-  const double bps = RxCapacityMbps(host, speed_mbps, hold_us) * 1e6 * scale;
+  const double capacity = synthetic_curve.empty()
+                              ? RxCapacityMbps(host, speed_mbps, hold_us)
+                              : SyntheticCurveAt(synthetic_curve, hold_us).rx_mbps;
+  const double bps = capacity * 1e6 * scale;
   return static_cast<uint64_t>(std::llround(std::max(bps, kMinRateBps)));
 }
 
 TrafficRates ModelRates(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us,
                         const TrafficSpec& offered) {
   TrafficRates rates;
-  const double rx_in = std::min(offered.offered_rx_mbps, RxCapacityMbps(host, speed_mbps, hold_us));
-  const double loss = RxLossFraction(host, speed_mbps, hold_us);
+  double capacity = 0;
+  double loss = 0;
+  if (offered.synthetic_curve.empty()) {
+    capacity = RxCapacityMbps(host, speed_mbps, hold_us);
+    loss = RxLossFraction(host, speed_mbps, hold_us);
+  } else {
+    const SyntheticCurveValue v = SyntheticCurveAt(offered.synthetic_curve, hold_us);
+    capacity = v.rx_mbps;
+    loss = v.loss;
+  }
+  const double rx_in = std::min(offered.offered_rx_mbps, capacity);
   rates.rx_mbps = rx_in * (1 - loss);
   rates.rx_drop_mbps = rx_in * loss;
   rates.tx_mbps = std::min(offered.offered_tx_mbps, TxCapacityMbps(host, speed_mbps, hold_us));

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "tools/emulator/lab.h"
 
@@ -27,6 +28,14 @@ namespace rxfleet::emulator {
 // loss (loss is 0 except on the Pi 1 class), tx = min(offered_tx, tx_capacity) where
 // tx_capacity is the 32 µs RX capacity (the link limit; the RX hold does not slow TX) except
 // on the Pi 1 class (its measured upload figures). Packets: bytes / 1500 (kModelPacketBytes).
+//
+// Synthetic curve (TrafficSpec::synthetic_curve, lab `traffic.synthetic_curve`): made-up
+// figures for tests of hold tuning, not a measurement. When a device has one, its RX capacity
+// and RX loss come from the curve instead of the calibration, at every speed and host class:
+// with the hold h taken from the register as above (disabled, zero or no register: 32 µs; no
+// upper limit but the register's 8160 µs), capacity(h) and loss(h) are interpolated linearly
+// between the two points around h and clamped to the first / last point outside the curve's
+// range. The rate formulas above are unchanged; TX keeps the calibrated tx_capacity.
 
 /// Bytes per packet the model uses to derive packet counters from byte counters.
 inline constexpr double kModelPacketBytes = 1500;
@@ -47,16 +56,31 @@ double RxCapacityMbps(HostClass host, double speed_mbps, std::optional<uint32_t>
 /// Model fraction of received traffic the host drops, 0..1.
 double RxLossFraction(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us);
 
+/// RX capacity (Mbit/s) and loss fraction (0..1) of a synthetic curve at a hold.
+struct SyntheticCurveValue {
+  double rx_mbps = 0;
+  double loss = 0;
+};
+
+/// The synthetic curve's value at `hold_us` (nullopt = no RX aggregation register; it and a
+/// zero hold count as 32 µs): linear between neighbouring points, clamped to the first / last
+/// point outside them. `curve` as the lab loader validates it (non-empty, hold_us strictly
+/// increasing).
+SyntheticCurveValue SyntheticCurveAt(const std::vector<SyntheticCurvePoint>& curve,
+                                     std::optional<uint32_t> hold_us);
+
 /// Model capacity of the TX path in Mbit/s.
 double TxCapacityMbps(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us);
 
 /// Rate in bit/s of the tbf qdisc on a shaped netdev's peer (ShapeSpec): the model RX capacity
-/// x `scale`, rounded to whole bit/s, at least 8000 (tbf needs a positive byte rate). Only
-/// the capacity is shaped, not the model's loss (tbf drops only what overflows its queue).
+/// (the synthetic curve's when `synthetic_curve` is non-empty) x `scale`, rounded to whole
+/// bit/s, at least 8000 (tbf needs a positive byte rate). Only the capacity is shaped, not the
+/// model's loss (tbf drops only what overflows its queue).
 uint64_t ShapedRateBps(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us,
-                       double scale);
+                       double scale, const std::vector<SyntheticCurvePoint>& synthetic_curve = {});
 
-/// The rates of an adapter with the given offered load.
+/// The rates of an adapter with the given offered load (and RX capacity and loss from
+/// `offered.synthetic_curve` when it is non-empty).
 TrafficRates ModelRates(HostClass host, double speed_mbps, std::optional<uint32_t> hold_us,
                         const TrafficSpec& offered);
 
