@@ -459,6 +459,45 @@ TEST_F(EmulatorTest, TrafficModelFollowsTheHoldInTheRegister) {
   EXPECT_NEAR(n["tx_bytes"].get<double>() * 8 / 1e6 / 1000, 50, 0.5);
   EXPECT_EQ(n["rx_dropped"], 0);
   EXPECT_EQ(short_hold.Device("be6500")["hold_us"], 32);
+  EXPECT_EQ(short_hold.Device("be6500")["traffic_model"], "calibrated");
+}
+
+// The tuning labs' synthetic curves (made-up figures): an optimum between 32 and 1024 µs.
+TEST_F(EmulatorTest, SyntheticCurveOfTheTuningLabsFollowsTheHold) {
+  auto mbps = [](const nlohmann::json& device, const char* counter) {
+    return device["netdev"][counter].get<double>() * 8 / 1e6 / 1000;
+  };
+  const std::string x86 = WriteFile("x86.yaml", R"(
+- {at: 1.5, event: advance_traffic, device: tune-x86-be6500-1, seconds: 1000}
+)");
+  Outcome at_1024 = EmulateProbe(LabPath("tuning-x86-usb3"), {"sleep", "2"}, x86);
+  Outcome at_128 = EmulateProbe(LabPath("tuning-x86-usb3"),
+                                {"write", "2-1", "0x6000", "4", "0x80ff0414", "sleep", "2"}, x86);
+  const nlohmann::json peak = at_128.Device("tune-x86-be6500-1");
+  EXPECT_EQ(peak["hold_us"], 128);
+  EXPECT_EQ(peak["traffic_model"], "synthetic_curve");
+  EXPECT_NEAR(mbps(peak, "rx_bytes"), 1000, 1000 * 0.01);
+  EXPECT_NEAR(mbps(at_1024.Device("tune-x86-be6500-1"), "rx_bytes"), 600, 600 * 0.01);
+  EXPECT_NEAR(mbps(peak, "tx_bytes"), 50, 0.5);
+  EXPECT_EQ(peak["netdev"]["rx_dropped"], 0);
+
+  const std::string pi1 = WriteFile("pi1.yaml", R"(
+- {at: 1.5, event: advance_traffic, device: tune-pi1-be6500-1, seconds: 1000}
+)");
+  Outcome at_32 =
+      EmulateProbe(LabPath("tuning-pi1-usb2"),
+                   {"write", "1-1.2.1", "0x6000", "4", "0x80ff0114", "sleep", "2"}, pi1);
+  Outcome at_512 =
+      EmulateProbe(LabPath("tuning-pi1-usb2"),
+                   {"write", "1-1.2.1", "0x6000", "4", "0x80ff1014", "sleep", "2"}, pi1);
+  // 32 µs: min(60, 50) x (1 - 0.5) received, as much dropped; 512 µs: 48 Mbit/s, no drops.
+  const nlohmann::json lossy = at_32.Device("tune-pi1-be6500-1");
+  EXPECT_NEAR(mbps(lossy, "rx_bytes"), 25, 25 * 0.01);
+  EXPECT_NEAR(lossy["netdev"]["rx_dropped"].get<double>() * 1500 * 8 / 1e6 / 1000, 25, 25 * 0.01);
+  const nlohmann::json best = at_512.Device("tune-pi1-be6500-1");
+  EXPECT_EQ(best["hold_us"], 512);
+  EXPECT_NEAR(mbps(best, "rx_bytes"), 48, 48 * 0.01);
+  EXPECT_EQ(best["netdev"]["rx_dropped"], 0);
 }
 
 TEST_F(EmulatorTest, NetdevCountersAdvanceInSysfsWhileTheChildRuns) {
