@@ -133,8 +133,9 @@ class EmulatedDevice {
   /// Register writes the emulated driver made (rtw88 watchdog rewrites).
   uint64_t driver_writes() const { return driver_writes_; }
   /// Shaped netdev (NetdevSpec::shape): true when the tbf rate the model asks for now,
-  /// ShapedRateBps(host class, speed, hold, scale), differs from the last one applied to the
-  /// same namespace and device (or none was); then sets `shape` and `rate_bps`.
+  /// ShapedRateBps(host class, speed, hold, scale, the lab's synthetic curve if any), differs
+  /// from the last one applied to the same namespace and device (or none was); then sets
+  /// `shape` and `rate_bps`.
   bool ShapeNeedsApply(ShapeSpec* shape, uint64_t* rate_bps) const;
   /// Records that `rate_bps` is now applied to `shape`'s device (child time `t`).
   void RecordShapeApplied(const ShapeSpec& shape, double t, uint64_t rate_bps);

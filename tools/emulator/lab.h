@@ -59,7 +59,8 @@ struct InterfaceSpec {
 /// A real network interface whose capacity follows the traffic model (docs/EMULATOR.md,
 /// "Shaped netdevs"): the emulator keeps a tbf qdisc on `device` inside the network namespace
 /// `netns` (/run/netns/<netns>, as `ip netns add` creates it) at
-/// RxCapacityMbps(host class, speed, hold) x `scale`. The device is the far end of a veth pair
+/// RxCapacityMbps(host class, speed, hold) x `scale` (the synthetic curve's capacity instead
+/// when the device's TrafficSpec has one). The device is the far end of a veth pair
 /// whose near end carries the netdev's name, so the qdisc limits what that interface receives
 /// (a download, iperf3 -R). Needs CAP_NET_ADMIN and CAP_SYS_ADMIN (setns).
 struct ShapeSpec {
