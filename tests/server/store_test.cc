@@ -459,6 +459,209 @@ TEST_P(StoreContractTest, ExperimentsAndWindowsSurviveReopen) {
   EXPECT_EQ((*store->CountWindows())["other"].total, 1u);
 }
 
+// Hold tunings are stored like experiments: the store stamps uid, generation, resource version
+// and times; LoadTunings returns them as stored, oldest first, after a reopen too; a tuning's
+// name is taken until it is deleted.
+TEST_P(StoreContractTest, TuningsAreStoredWithTheirStatusAndSurviveReopen) {
+  const std::string& path = location();
+  v1::HoldTuning created_a;
+  v1::HoldTuning created_b;
+  {
+    std::unique_ptr<Store> store = OpenStore(path);
+    ASSERT_NE(store, nullptr);
+    const uint64_t before = store->LoadConfig()->revision;
+    absl::StatusOr<v1::HoldTuning> a = store->CreateTuning(MakeTuning("tune-a"), kNow);
+    ASSERT_TRUE(a.ok()) << a.status();
+    created_a = *a;
+    EXPECT_EQ(a->metadata().name(), "tune-a");
+    EXPECT_FALSE(a->metadata().uid().empty());
+    EXPECT_EQ(a->metadata().generation(), 1);
+    EXPECT_EQ(a->metadata().resource_version(), absl::StrCat(before + 1));
+    EXPECT_EQ(common::TimeFromProto(a->metadata().create_time()), kNow);
+    EXPECT_EQ(common::TimeFromProto(a->metadata().update_time()), kNow);
+    EXPECT_EQ(a->metadata().labels().at("team"), "edge");
+    EXPECT_EQ(a->spec().candidate_hold_us_size(), 3);
+    EXPECT_EQ(a->status().phase(), v1::HOLD_TUNING_PHASE_RUNNING);
+    ASSERT_EQ(a->status().segments_size(), 1);
+    EXPECT_EQ(a->status().segments(0).planner_state().rounds(0).number(), 1u);
+    EXPECT_EQ(store->LoadConfig()->revision, before + 1);
+
+    const absl::Status taken = store->CreateTuning(MakeTuning("tune-a"), kNow).status();
+    EXPECT_EQ(taken.code(), absl::StatusCode::kAlreadyExists) << taken;
+    EXPECT_THAT(taken.message(), HasSubstr("tune-a"));
+    EXPECT_EQ(store->LoadConfig()->revision, before + 1) << "a refused create moved the revision";
+    v1::HoldTuning unnamed = MakeTuning("");
+    EXPECT_EQ(store->CreateTuning(unnamed, kNow).status().code(),
+              absl::StatusCode::kInvalidArgument);
+
+    // Created earlier by the clock, later by the revision: ordered by create time.
+    absl::StatusOr<v1::HoldTuning> b =
+        store->CreateTuning(MakeTuning("tune-b"), kNow - absl::Minutes(5));
+    ASSERT_TRUE(b.ok()) << b.status();
+    created_b = *b;
+    EXPECT_NE(b->metadata().uid(), a->metadata().uid());
+  }
+  std::unique_ptr<Store> store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::vector<v1::HoldTuning>> tunings = store->LoadTunings();
+  ASSERT_TRUE(tunings.ok()) << tunings.status();
+  ASSERT_EQ(tunings->size(), 2u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals((*tunings)[0], created_b))
+      << (*tunings)[0].DebugString();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals((*tunings)[1], created_a))
+      << (*tunings)[1].DebugString();
+  EXPECT_TRUE(store->LoadExperiments()->empty()) << "tunings are not experiments";
+}
+
+// UpdateTuningStatus replaces the status (planner state included) and keeps spec and metadata
+// except resource_version and update_time; every update moves the revision.
+TEST_P(StoreContractTest, UpdateTuningStatusReplacesTheStatusUnderANewVersion) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<v1::HoldTuning> created = store->CreateTuning(MakeTuning("tune-a"), kNow);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const uint64_t revision = store->LoadConfig()->revision;
+
+  v1::HoldTuningStatus stopped;
+  stopped.set_phase(v1::HOLD_TUNING_PHASE_STOPPED);
+  *stopped.mutable_start_time() = common::TimeToProto(kNow);
+  *stopped.mutable_end_time() = common::TimeToProto(kNow + absl::Hours(2));
+  v1::HoldTuningSegment* segment = stopped.add_segments();
+  segment->set_phase("stopped");
+  segment->set_reason("StoppedByUser");
+  segment->mutable_planner_state()->set_incumbent_hold_us(128);
+  segment->mutable_planner_state()->set_previous_hold_us(64);
+  stopped.set_valid_windows(42);
+  const absl::Time later = kNow + absl::Hours(2);
+  absl::StatusOr<v1::HoldTuning> updated =
+      store->UpdateTuningStatus("tune-a", stopped, later, nullptr);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->metadata().resource_version(), absl::StrCat(revision + 1));
+  EXPECT_EQ(store->LoadConfig()->revision, revision + 1);
+  EXPECT_EQ(common::TimeFromProto(updated->metadata().update_time()), later);
+  EXPECT_EQ(updated->metadata().uid(), created->metadata().uid());
+  EXPECT_EQ(updated->metadata().generation(), 1);
+  EXPECT_EQ(common::TimeFromProto(updated->metadata().create_time()), kNow);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(updated->spec(), created->spec()));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(updated->status(), stopped));
+
+  absl::StatusOr<std::vector<v1::HoldTuning>> tunings = store->LoadTunings();
+  ASSERT_TRUE(tunings.ok()) << tunings.status();
+  ASSERT_EQ(tunings->size(), 1u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals((*tunings)[0], *updated));
+  EXPECT_EQ((*tunings)[0].status().segments(0).planner_state().previous_hold_us(), 64u);
+
+  // A second update moves the version again.
+  stopped.set_valid_windows(43);
+  absl::StatusOr<v1::HoldTuning> again =
+      store->UpdateTuningStatus("tune-a", stopped, later, nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->metadata().resource_version(), absl::StrCat(revision + 2));
+
+  const absl::Status missing = store->UpdateTuningStatus("nope", stopped, later, nullptr).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_THAT(missing.message(), HasSubstr("nope"));
+  EXPECT_EQ(store->LoadConfig()->revision, revision + 2) << "a failed update moved the revision";
+}
+
+// The tuning controller writes status under its lease: a write with a fence that no longer
+// holds is Aborted and changes nothing; the current fence passes.
+TEST_P(StoreContractTest, AStaleFenceCannotUpdateATuning) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<Lease> first = store->AcquireLease("tunings", "a:7443", absl::Seconds(30));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const LeaseFence stale{"tunings", "a:7443", first->epoch};
+  ASSERT_TRUE(store->CreateTuning(MakeTuning("tune-a"), kNow).ok());
+  v1::HoldTuningStatus status = MakeTuning("tune-a").status();
+  status.set_valid_windows(7);
+  ASSERT_TRUE(store->UpdateTuningStatus("tune-a", status, kNow, &stale).ok());
+
+  ASSERT_TRUE(store->ReleaseLease(stale).ok());
+  absl::StatusOr<Lease> again = store->AcquireLease("tunings", "a:7443", absl::Seconds(30));
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->epoch, first->epoch + 1);
+  const uint64_t revision = store->LoadConfig()->revision;
+  const std::vector<v1::HoldTuning> before = *store->LoadTunings();
+
+  v1::HoldTuningStatus stopped;
+  stopped.set_phase(v1::HOLD_TUNING_PHASE_STOPPED);
+  absl::StatusOr<v1::HoldTuning> fenced =
+      store->UpdateTuningStatus("tune-a", stopped, kNow + absl::Minutes(1), &stale);
+  ASSERT_EQ(fenced.status().code(), absl::StatusCode::kAborted) << fenced.status();
+  EXPECT_THAT(
+      fenced.status().message(),
+      HasSubstr(absl::StrCat("lease tunings is no longer held by a:7443 at epoch ", first->epoch)));
+  EXPECT_EQ(store->LoadConfig()->revision, revision) << "a fenced-out write moved the revision";
+  const std::vector<v1::HoldTuning> after = *store->LoadTunings();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(after[0], before.at(0)))
+      << "a fenced-out write changed the tuning";
+  EXPECT_EQ(after[0].status().valid_windows(), 7u);
+  // The fence is checked first: an unknown tuning under a stale fence is Aborted too.
+  EXPECT_EQ(store->UpdateTuningStatus("nope", stopped, kNow, &stale).status().code(),
+            absl::StatusCode::kAborted);
+
+  const LeaseFence current{"tunings", "a:7443", again->epoch};
+  absl::StatusOr<v1::HoldTuning> passed =
+      store->UpdateTuningStatus("tune-a", stopped, kNow + absl::Minutes(1), &current);
+  ASSERT_TRUE(passed.ok()) << passed.status();
+  EXPECT_EQ(passed->status().phase(), v1::HOLD_TUNING_PHASE_STOPPED);
+}
+
+// DeleteTuning removes the tuning and the windows stored under its name, in one transaction,
+// and leaves every other name's windows alone.
+TEST_P(StoreContractTest, DeleteTuningRemovesItsWindows) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateTuning(MakeTuning("tune-a"), kNow).ok());
+  ASSERT_TRUE(store->CreateTuning(MakeTuning("tune-b"), kNow + absl::Seconds(1)).ok());
+  v1::Experiment experiment;
+  experiment.mutable_metadata()->set_name("hold-ab");
+  ASSERT_TRUE(store->CreateExperiment(experiment, kNow).ok());
+  ASSERT_TRUE(store
+                  ->AddWindows({MakeWindow("tune-a", "h1", {"super"}, true),
+                                MakeWindow("tune-b", "h1", {"super"}, true),
+                                MakeWindow("tune-a", "h2", {"high"}, false),
+                                MakeWindow("hold-ab", "h1", {}, true)})
+                  .ok());
+  ASSERT_EQ((*store->CountWindows())["tune-a"].total, 2u);
+  const uint64_t revision = store->LoadConfig()->revision;
+
+  ASSERT_TRUE(store->DeleteTuning("tune-a").ok());
+  EXPECT_GT(store->LoadConfig()->revision, revision) << "a delete did not move the revision";
+  absl::StatusOr<std::map<std::string, WindowCounts>> counts = store->CountWindows();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_FALSE(counts->contains("tune-a"));
+  EXPECT_EQ(counts->at("tune-b").total, 1u);
+  EXPECT_EQ(counts->at("hold-ab").total, 1u);
+  size_t left = 0;
+  ASSERT_TRUE(store
+                  ->ForEachWindow("tune-a", [&](const std::string&, std::vector<std::string>,
+                                                const v1::MetricWindow&) { ++left; })
+                  .ok());
+  EXPECT_EQ(left, 0u);
+  absl::StatusOr<std::vector<v1::HoldTuning>> tunings = store->LoadTunings();
+  ASSERT_TRUE(tunings.ok()) << tunings.status();
+  ASSERT_EQ(tunings->size(), 1u);
+  EXPECT_EQ((*tunings)[0].metadata().name(), "tune-b");
+  EXPECT_EQ(store->LoadExperiments()->size(), 1u);
+
+  const uint64_t after = store->LoadConfig()->revision;
+  const absl::Status missing = store->DeleteTuning("tune-a");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_THAT(missing.message(), HasSubstr("tune-a"));
+  EXPECT_EQ(store->DeleteTuning("hold-ab").code(), absl::StatusCode::kNotFound)
+      << "an experiment is not a tuning";
+  EXPECT_EQ(store->LoadConfig()->revision, after) << "a failed delete moved the revision";
+  EXPECT_EQ((*store->CountWindows())["hold-ab"].total, 1u);
+
+  // The name is free again.
+  absl::StatusOr<v1::HoldTuning> recreated = store->CreateTuning(MakeTuning("tune-a"), kNow);
+  ASSERT_TRUE(recreated.ok()) << recreated.status();
+  EXPECT_EQ(recreated->metadata().generation(), 1);
+}
+
 // A server follows an experiment's windows that every server stores: each read returns the
 // windows written since its cursor, in row order; a caller that keeps the ids at or above the
 // cursor sees each window exactly once (PostgreSQL may repeat some).
@@ -537,6 +740,15 @@ TEST_P(StoreContractTest, EveryConfigurationChangeMovesTheRevisionAndNothingElse
   stopped.set_phase(v1::EXPERIMENT_PHASE_STOPPED);
   ASSERT_TRUE(store->UpdateExperimentStatus("hold-ab", stopped, kNow, nullptr).ok());
   moved("updating an experiment's status");
+  ASSERT_TRUE(store->CreateTuning(MakeTuning("tune-a"), kNow).ok());
+  moved("creating a hold tuning");
+  v1::HoldTuningStatus tuning_stopped;
+  tuning_stopped.set_phase(v1::HOLD_TUNING_PHASE_STOPPED);
+  ASSERT_TRUE(store->UpdateTuningStatus("tune-a", tuning_stopped, kNow, nullptr).ok());
+  moved("updating a hold tuning's status");
+  EXPECT_EQ(store->CreateTuning(MakeTuning("tune-a"), kNow).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  unmoved("a refused tuning create");
 
   HostRecord host;
   host.host.mutable_metadata()->set_name("h1");
@@ -545,10 +757,15 @@ TEST_P(StoreContractTest, EveryConfigurationChangeMovesTheRevisionAndNothingElse
                                  absl::InfinitePast())
                   .ok());
   ASSERT_TRUE(store->AddWindows({MakeWindow("hold-ab", "h1", {}, true)}).ok());
+  ASSERT_TRUE(store->AddWindows({MakeWindow("tune-a", "h1", {}, true)}).ok());
   unmoved("saving the registry, events and windows");
 
   ASSERT_TRUE(store->DeleteExperiment("hold-ab").ok());
   moved("deleting an experiment");
+  ASSERT_TRUE(store->DeleteTuning("tune-a").ok());
+  moved("deleting a hold tuning");
+  EXPECT_EQ(store->DeleteTuning("tune-a").code(), absl::StatusCode::kNotFound);
+  unmoved("a failed tuning delete");
   ASSERT_TRUE(store->DeletePolicy("a", "").ok());
   moved("deleting a policy");
   EXPECT_EQ(store->DeletePolicy("a", "").status().code(), absl::StatusCode::kNotFound);
@@ -864,8 +1081,9 @@ TEST_P(StoreContractTest, TokensAreCreatedFoundListedAndRevoked) {
 
 // Fills an SQLite store with one of everything ImportSnapshot copies, in the shapes a server
 // leaves behind: a policy at generation 2, a deleted one, a host with and one without
-// adapters, pruned and kept fleet events, an audit event, experiments (one stopped), windows
-// of two experiments interleaved, a pending local audit event and a token (returned).
+// adapters, pruned and kept fleet events, an audit event, experiments (one stopped), hold
+// tunings (one stopped), windows of two experiments and a tuning interleaved, a pending local
+// audit event and a token (returned).
 std::string FillSourceStore(Store& store, TokenStore& tokens) {
   EXPECT_TRUE(store.ApplyPolicy(MakePolicy("a", 32), kNow).ok());
   EXPECT_TRUE(store.ApplyPolicy(MakePolicy("a", 64), kNow + absl::Seconds(1)).ok());
@@ -904,10 +1122,19 @@ std::string FillSourceStore(Store& store, TokenStore& tokens) {
   *stopped.mutable_end_time() = common::TimeToProto(kNow + absl::Hours(1));
   EXPECT_TRUE(
       store.UpdateExperimentStatus("hold-ab", stopped, kNow + absl::Hours(1), nullptr).ok());
+  EXPECT_TRUE(store.CreateTuning(MakeTuning("tune-a"), kNow + absl::Seconds(2)).ok());
+  EXPECT_TRUE(store.CreateTuning(MakeTuning("tune-b"), kNow + absl::Seconds(3)).ok());
+  v1::HoldTuningStatus tuning_stopped = MakeTuning("tune-a").status();
+  tuning_stopped.set_phase(v1::HOLD_TUNING_PHASE_STOPPED);
+  *tuning_stopped.mutable_end_time() = common::TimeToProto(kNow + absl::Hours(1));
+  EXPECT_TRUE(
+      store.UpdateTuningStatus("tune-a", tuning_stopped, kNow + absl::Hours(1), nullptr).ok());
   EXPECT_TRUE(store
                   .AddWindows({MakeWindow("hold-ab", "pi5-a", {"super", ""}, true),
+                               MakeWindow("tune-a", "pi5-a", {"super"}, true),
                                MakeWindow("agg-ab", "pi5-a", {}, true),
                                MakeWindow("hold-ab", "pi5-b", {"high", "pi1"}, false),
+                               MakeWindow("tune-a", "pi5-b", {"high"}, false),
                                MakeWindow("hold-ab", "pi5-a", {"super", "x"}, true)})
                   .ok());
   EXPECT_TRUE(store.BumpBundleVersion().ok());
@@ -945,7 +1172,10 @@ TEST_P(StoreContractTest, ImportCopiesASnapshotVerbatimIntoAnEmptyDatabase) {
   const std::string token = FillSourceStore(*source, **source_tokens);
   absl::StatusOr<StoreSnapshot> snapshot = ReadStoreSnapshot(*source, **source_tokens);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-  EXPECT_EQ(snapshot->windows.size(), 4u);
+  EXPECT_EQ(snapshot->windows.size(), 6u);
+  ASSERT_EQ(snapshot->tunings.size(), 2u);
+  EXPECT_EQ(snapshot->tunings[0].metadata().name(), "tune-a");
+  EXPECT_EQ(snapshot->tunings[0].status().phase(), v1::HOLD_TUNING_PHASE_STOPPED);
   EXPECT_EQ(snapshot->state.events.size(), 3u);  // e2, e3 and the audit event
   EXPECT_EQ(snapshot->state.last_event_version, 4u);
 
@@ -974,7 +1204,8 @@ TEST_P(StoreContractTest, ImportCopiesASnapshotVerbatimIntoAnEmptyDatabase) {
   EXPECT_EQ(config->bundle_version, want->bundle_version);
   ExpectSameMessages(config->policies, want->policies, "policy");
   ExpectSameMessages(*target->LoadExperiments(), *source->LoadExperiments(), "experiment");
-  for (const char* experiment : {"hold-ab", "agg-ab"}) {
+  ExpectSameMessages(*target->LoadTunings(), *source->LoadTunings(), "tuning");
+  for (const char* experiment : {"hold-ab", "agg-ab", "tune-a"}) {
     std::vector<std::string> want_windows;
     std::vector<std::string> got_windows;
     const auto collect = [](std::vector<std::string>* out) {
@@ -989,6 +1220,7 @@ TEST_P(StoreContractTest, ImportCopiesASnapshotVerbatimIntoAnEmptyDatabase) {
     EXPECT_EQ(got_windows, want_windows) << experiment;
   }
   EXPECT_EQ((*target->CountWindows())["hold-ab"].valid, 2u);
+  EXPECT_EQ((*target->CountWindows())["tune-a"].total, 2u);
   absl::StatusOr<std::vector<LocalAuditEvent>> pending = target->PendingLocalAudit();
   ASSERT_TRUE(pending.ok()) << pending.status();
   ASSERT_EQ(pending->size(), 1u);
@@ -1029,6 +1261,12 @@ TEST_P(StoreContractTest, ImportCopiesASnapshotVerbatimIntoAnEmptyDatabase) {
   absl::StatusOr<v1::Experiment> created = target->CreateExperiment(experiment, kNow);
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(created->metadata().resource_version(), absl::StrCat(want->revision + 3));
+  EXPECT_EQ(target->CreateTuning(MakeTuning("tune-a"), kNow).status().code(),
+            absl::StatusCode::kAlreadyExists)
+      << "an imported tuning's name is taken";
+  absl::StatusOr<v1::HoldTuning> tuning = target->CreateTuning(MakeTuning("tune-new"), kNow);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  EXPECT_EQ(tuning->metadata().resource_version(), absl::StrCat(want->revision + 4));
   v1::Event local;
   local.set_reason("RevokeToken");
   ASSERT_TRUE(target->AddLocalAudit(local, kNow).ok());
@@ -1071,6 +1309,44 @@ TEST_P(StoreContractTest, ImportIntoADatabaseWithATokenIsRefused) {
   // A record without a numeric resource version is refused before anything is read.
   snapshot.state.policies[0].mutable_metadata()->set_resource_version("x");
   EXPECT_EQ(target->ImportSnapshot(snapshot).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// An imported tuning keeps its metadata and its resource version raises the revision (later
+// writes continue above it); one without a numeric resource version is refused before anything
+// is written; a tuning row makes a database non-empty.
+TEST_P(StoreContractTest, ImportCountsAndChecksTunings) {
+  std::unique_ptr<Store> target = OpenStore(location());
+  ASSERT_NE(target, nullptr);
+  StoreSnapshot snapshot;
+  snapshot.state.bundle_version = 5;
+  snapshot.state.revision = 3;
+  snapshot.state.policies.push_back(MakePolicy("a", 32, "3"));
+  v1::HoldTuning tuning = MakeTuning("tune-a");
+  tuning.mutable_metadata()->set_uid("0123456789abcdef0123456789abcdef");
+  tuning.mutable_metadata()->set_generation(1);
+  tuning.mutable_metadata()->set_resource_version("x");
+  *tuning.mutable_metadata()->mutable_create_time() = common::TimeToProto(kNow);
+  *tuning.mutable_metadata()->mutable_update_time() = common::TimeToProto(kNow);
+  snapshot.tunings.push_back(tuning);
+  const absl::Status invalid = target->ImportSnapshot(snapshot);
+  EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument) << invalid;
+  EXPECT_THAT(invalid.message(), HasSubstr("hold tuning tune-a"));
+  EXPECT_TRUE(target->LoadTunings()->empty());
+
+  snapshot.tunings[0].mutable_metadata()->set_resource_version("9");
+  ASSERT_TRUE(target->ImportSnapshot(snapshot).ok());
+  absl::StatusOr<std::vector<v1::HoldTuning>> tunings = target->LoadTunings();
+  ASSERT_TRUE(tunings.ok()) << tunings.status();
+  ExpectSameMessages(*tunings, snapshot.tunings, "tuning");
+  EXPECT_EQ(target->LoadConfig()->revision, 9u);
+
+  const absl::Status refused = target->ImportSnapshot(snapshot);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("1 in tunings"));
+
+  absl::StatusOr<v1::HoldTuning> next = target->CreateTuning(MakeTuning("tune-b"), kNow);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->metadata().resource_version(), "10");
 }
 
 // An import that fails part-way (here a duplicate host id, after the policies went in) rolls

@@ -50,6 +50,32 @@ inline StoredWindow MakeWindow(const std::string& experiment, const std::string&
   return w;
 }
 
+/// A hold tuning as a server creates it: spec set, status RUNNING with one segment and its
+/// planner state (what UpdateTuningStatus persists between rounds).
+inline v1::HoldTuning MakeTuning(const std::string& name) {
+  v1::HoldTuning tuning;
+  tuning.mutable_metadata()->set_name(name);
+  (*tuning.mutable_metadata()->mutable_labels())["team"] = "edge";
+  v1::HoldTuningSpec* spec = tuning.mutable_spec();
+  spec->add_segment_label_keys("speed");
+  for (uint32_t hold_us : {32u, 64u, 128u}) spec->add_candidate_hold_us(hold_us);
+  spec->set_objective_metric("rx_throughput");
+  spec->set_objective_direction(v1::TUNING_DIRECTION_MAXIMIZE);
+  spec->set_adapter_share(0.5);
+  spec->set_max_windows(1000);
+  spec->mutable_window_length()->set_seconds(60);
+  v1::HoldTuningStatus* status = tuning.mutable_status();
+  status->set_phase(v1::HOLD_TUNING_PHASE_RUNNING);
+  *status->mutable_start_time() = common::TimeToProto(kNow);
+  v1::HoldTuningSegment* segment = status->add_segments();
+  (*segment->mutable_segment())["speed"] = "super";
+  segment->set_phase("exploring");
+  segment->set_incumbent_hold_us(64);
+  segment->mutable_planner_state()->set_incumbent_hold_us(64);
+  segment->mutable_planner_state()->add_rounds()->set_number(1);
+  return tuning;
+}
+
 /// Opens a store at `where` (path or URI), failing the test if it cannot.
 inline std::unique_ptr<Store> OpenStore(const std::string& where,
                                         absl::Duration busy_timeout = absl::Seconds(5)) {
