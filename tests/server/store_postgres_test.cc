@@ -1,8 +1,9 @@
 // server/store: what only the PostgreSQL store has, against real PostgreSQL 15 servers (the
 // ctest fixture's, and servers of a test's own for outages): connection failures and their
 // messages, reconnecting after a lost connection, the server lock, batches larger than one
-// pipeline chunk, a database outage under a running store, and migrate-store's hold on both
-// databases. The shared behaviour: store_test.cc.
+// pipeline chunk, a database outage under a running store, migrate-store's hold on both
+// databases, the upgrade of a database written before hold tunings and their wake-ups. The shared
+// behaviour: store_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,8 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/proto/time.h"
 #include "server/store/database_lock.h"
 #include "server/store/migrate.h"
+#include "server/store/postgres_store.h"
 #include "server/store/pq.h"
 #include "server/store/store.h"
 #include "server/store/token_store.h"
@@ -277,6 +280,103 @@ TEST_F(PostgresStoreTest, RacingReplicasGetOneLeaseHolder) {
   }
 }
 
+// A database of the release before hold tunings (schema 4) keeps its policies, experiments and
+// windows through the upgrade, and takes tunings afterwards, continuing its revision.
+TEST_F(PostgresStoreTest, UpgradeFromSchemaFourKeepsDataAndAddsTunings) {
+  TestDatabase db;
+  v1::Experiment experiment;
+  experiment.mutable_metadata()->set_name("hold-ab");
+  experiment.mutable_metadata()->set_resource_version("2");
+  *experiment.mutable_metadata()->mutable_create_time() = common::TimeToProto(kNow);
+  experiment.mutable_status()->set_phase(v1::EXPERIMENT_PHASE_RUNNING);
+  {
+    std::unique_ptr<pq::Connection> raw = pq::Connection::Open(db.uri(), absl::Seconds(5));
+    MigratePostgresSchema(*raw, 4);
+    ASSERT_EQ(raw->Exec("SELECT MAX(version)::int8 FROM schema_migrations").Int(0, 0), 4);
+    ASSERT_EQ(raw->Exec("SELECT COUNT(*) FROM pg_tables WHERE tablename = 'tunings'").Int(0, 0), 0);
+    raw->Exec("INSERT INTO policies VALUES ('a', 1, $1)",
+              pq::Params().Record(MakePolicy("a", 32, "1")));
+    raw->Exec(
+        "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
+        "VALUES ('hold-ab', $1, NULL, $2)",
+        pq::Params().Int(absl::ToUnixNanos(kNow)).Record(experiment));
+    raw->Exec(
+        "INSERT INTO metric_windows (experiment, host_id, valid, segment_count, segment, "
+        "record) VALUES ('hold-ab', 'h1', true, 0, '', $1)",
+        pq::Params().Record(MakeWindow("hold-ab", "h1", {}, true).window));
+    raw->Exec("UPDATE meta SET value = 2 WHERE key = 'revision'");
+  }
+  std::unique_ptr<Store> store = OpenStore(db.uri());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), store->LatestSchemaVersion());
+  absl::StatusOr<ConfigState> config = store->LoadConfig();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->revision, 2u);
+  ASSERT_EQ(config->policies.size(), 1u);
+  EXPECT_EQ(config->policies[0].spec().settings().hold_us(), 32u);
+  absl::StatusOr<std::vector<v1::Experiment>> experiments = store->LoadExperiments();
+  ASSERT_TRUE(experiments.ok()) << experiments.status();
+  ASSERT_EQ(experiments->size(), 1u);
+  EXPECT_EQ((*experiments)[0].status().phase(), v1::EXPERIMENT_PHASE_RUNNING);
+  EXPECT_EQ((*store->CountWindows())["hold-ab"].total, 1u);
+  absl::StatusOr<std::vector<v1::HoldTuning>> tunings = store->LoadTunings();
+  ASSERT_TRUE(tunings.ok()) << tunings.status();
+  EXPECT_TRUE(tunings->empty());
+
+  absl::StatusOr<v1::HoldTuning> created = store->CreateTuning(MakeTuning("tune-a"), kNow);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->metadata().resource_version(), "3");
+  std::unique_ptr<pq::Connection> raw = pq::Connection::Open(db.uri(), absl::Seconds(5));
+  EXPECT_EQ(raw->Exec("SELECT COUNT(*) FROM schema_migrations WHERE version = 5 AND "
+                      "description = 'hold tunings'")
+                .Int(0, 0),
+            1);
+}
+
+// Every tuning write sends the revision's wake-up to listening replicas, with the new revision
+// as its payload, at commit; a refused write sends none.
+TEST_F(PostgresStoreTest, TuningWritesWakeListeningReplicas) {
+  TestDatabase db;
+  std::unique_ptr<Store> store = OpenStore(db.uri());
+  ASSERT_NE(store, nullptr);
+  std::unique_ptr<pq::Connection> listener = pq::Connection::Open(db.uri(), absl::Seconds(5));
+  listener->Exec("LISTEN rxfleet_revision");
+  std::vector<std::string> payloads;
+  // Notifications reach the listener's client some moments after the commit.
+  const auto wait_for = [&](size_t count) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (payloads.size() < count && absl::Now() < deadline) {
+      listener->Exec("SELECT 1");
+      for (std::string& payload : listener->TakeNotifications()) {
+        payloads.push_back(std::move(payload));
+      }
+      if (payloads.size() < count) absl::SleepFor(absl::Milliseconds(10));
+    }
+    return payloads.size() >= count;
+  };
+
+  absl::StatusOr<v1::HoldTuning> created = store->CreateTuning(MakeTuning("tune-a"), kNow);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(wait_for(1)) << "no wake-up for the create";
+  EXPECT_EQ(payloads.back(), created->metadata().resource_version());
+
+  EXPECT_EQ(store->CreateTuning(MakeTuning("tune-a"), kNow).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  v1::HoldTuningStatus stopped;
+  stopped.set_phase(v1::HOLD_TUNING_PHASE_STOPPED);
+  absl::StatusOr<v1::HoldTuning> updated =
+      store->UpdateTuningStatus("tune-a", stopped, kNow, nullptr);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  ASSERT_TRUE(wait_for(2)) << "no wake-up for the update";
+  EXPECT_EQ(payloads.back(), updated->metadata().resource_version())
+      << "the refused create sent a wake-up";
+
+  ASSERT_TRUE(store->DeleteTuning("tune-a").ok());
+  ASSERT_TRUE(wait_for(3)) << "no wake-up for the delete";
+  EXPECT_EQ(payloads.back(), absl::StrCat(store->LoadConfig()->revision));
+  EXPECT_EQ(payloads.size(), 3u);
+}
+
 TEST(MigrateStoreSourceTest, AcceptsSqliteUrisAndBarePathsOnly) {
   EXPECT_EQ(*SqlitePathOfSource("sqlite:/var/lib/rxfleet/server.db"), "/var/lib/rxfleet/server.db");
   EXPECT_EQ(*SqlitePathOfSource("sqlite:///var/lib/rxfleet/server.db"),
@@ -297,6 +397,7 @@ TEST_F(PostgresStoreTest, MigrateStoreCopiesOnlyWhenNoServerHoldsEitherDatabase)
     std::unique_ptr<Store> store = OpenStore(source);
     ASSERT_NE(store, nullptr);
     ASSERT_TRUE(store->ApplyPolicy(MakePolicy("a", 32), kNow).ok());
+    ASSERT_TRUE(store->CreateTuning(MakeTuning("tune-a"), kNow).ok());
   }
   TestDatabase target;
   {
@@ -324,7 +425,8 @@ TEST_F(PostgresStoreTest, MigrateStoreCopiesOnlyWhenNoServerHoldsEitherDatabase)
   absl::StatusOr<MigrateSummary> copied = MigrateStore(source, target.uri());
   ASSERT_TRUE(copied.ok()) << copied.status();
   EXPECT_EQ(copied->policies, 1u);
-  EXPECT_EQ(copied->revision, 1u);
+  EXPECT_EQ(copied->tunings, 1u);
+  EXPECT_EQ(copied->revision, 2u);
   EXPECT_EQ(copied->bundle_version, 2u);
   EXPECT_EQ(copied->to, OpenStore(target.uri())->path());
   EXPECT_EQ(MigrateStore(source, target.uri()).status().code(),

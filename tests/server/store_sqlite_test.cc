@@ -1,6 +1,7 @@
 // server/store: what only the SQLite store has (real files in temporary directories): the
 // WAL journal, the file size limit standing in for a full disk, foreign files, and the
-// upgrades of files written by older releases. The shared behaviour: store_test.cc.
+// upgrades of files written by older releases (schema 4 and 8). The shared behaviour:
+// store_test.cc.
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -170,6 +171,69 @@ TEST(SqliteStoreTest, UpgradeFromSchemaFourMovesAuditEventsOutOfTheFleetEvents) 
   ASSERT_EQ(state->events.size(), 11u);
   EXPECT_EQ(state->events.front().metadata().name(), "audit-1");
   EXPECT_EQ(state->events.front().audit().action(), "ApplyPolicy");
+}
+
+// A file of the release before hold tunings (schema 8) keeps its policies, experiments and
+// windows through the upgrade, and takes tunings afterwards, continuing its revision.
+TEST(SqliteStoreTest, UpgradeFromSchemaEightKeepsDataAndAddsTunings) {
+  TempDir dir;
+  const std::string path = dir.File("server.db");
+  v1::Experiment experiment;
+  experiment.mutable_metadata()->set_name("hold-ab");
+  experiment.mutable_metadata()->set_resource_version("2");
+  *experiment.mutable_metadata()->mutable_create_time() = common::TimeToProto(kNow);
+  experiment.mutable_status()->set_phase(v1::EXPERIMENT_PHASE_RUNNING);
+  {
+    SQLite::Database raw(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    ASSERT_TRUE(MigrateSchema(raw, path, 8).ok());
+    ASSERT_EQ(raw.execAndGet("SELECT MAX(version) FROM schema_migrations").getInt(), 8);
+    ASSERT_EQ(raw.execAndGet("SELECT COUNT(*) FROM sqlite_master WHERE name = 'tunings'").getInt(),
+              0);
+    const std::string policy = MakePolicy("a", 32, "1").SerializeAsString();
+    SQLite::Statement insert_policy(raw, "INSERT INTO policies VALUES ('a', 1, ?)");
+    insert_policy.bind(1, policy.data(), static_cast<int>(policy.size()));
+    insert_policy.exec();
+    const std::string record = experiment.SerializeAsString();
+    SQLite::Statement insert_experiment(raw,
+                                        "INSERT INTO experiments (name, create_time_ns, "
+                                        "end_time_ns, record) VALUES ('hold-ab', ?, NULL, ?)");
+    insert_experiment.bind(1, absl::ToUnixNanos(kNow));
+    insert_experiment.bind(2, record.data(), static_cast<int>(record.size()));
+    insert_experiment.exec();
+    const std::string window = MakeWindow("hold-ab", "h1", {}, true).window.SerializeAsString();
+    SQLite::Statement insert_window(raw,
+                                    "INSERT INTO metric_windows (experiment, host_id, valid, "
+                                    "segment_count, segment, record) "
+                                    "VALUES ('hold-ab', 'h1', 1, 0, '', ?)");
+    insert_window.bind(1, window.data(), static_cast<int>(window.size()));
+    insert_window.exec();
+    raw.exec("UPDATE meta SET value = 2 WHERE key = 'revision'");
+  }
+  std::unique_ptr<Store> store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->SchemaVersion(), server::LatestSchemaVersion());
+  absl::StatusOr<ConfigState> config = store->LoadConfig();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->revision, 2u);
+  ASSERT_EQ(config->policies.size(), 1u);
+  EXPECT_EQ(config->policies[0].spec().settings().hold_us(), 32u);
+  absl::StatusOr<std::vector<v1::Experiment>> experiments = store->LoadExperiments();
+  ASSERT_TRUE(experiments.ok()) << experiments.status();
+  ASSERT_EQ(experiments->size(), 1u);
+  EXPECT_EQ((*experiments)[0].status().phase(), v1::EXPERIMENT_PHASE_RUNNING);
+  EXPECT_EQ((*store->CountWindows())["hold-ab"].total, 1u);
+  absl::StatusOr<std::vector<v1::HoldTuning>> tunings = store->LoadTunings();
+  ASSERT_TRUE(tunings.ok()) << tunings.status();
+  EXPECT_TRUE(tunings->empty());
+
+  absl::StatusOr<v1::HoldTuning> created = store->CreateTuning(MakeTuning("tune-a"), kNow);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->metadata().resource_version(), "3");
+  SQLite::Database raw(path, SQLite::OPEN_READONLY);
+  EXPECT_EQ(raw.execAndGet("SELECT COUNT(*) FROM schema_migrations WHERE version = 9 AND "
+                           "description = 'hold tunings'")
+                .getInt(),
+            1);
 }
 
 TEST(SqliteStoreTest, MigrationsAreRecordedOnce) {
