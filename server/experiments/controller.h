@@ -107,6 +107,11 @@ struct ExperimentControllerOptions {
   absl::Duration max_guardrail_interval = absl::Minutes(1);
   /// The clock; tests inject their own and call Tick() themselves.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  /// Hold tunings stored at most (running and stopped); CreateHoldTuning refuses more.
+  size_t max_hold_tunings = 100;
+  /// Segments one hold tuning tunes at most; adapters of further segments wait (its
+  /// SegmentsWaiting condition says so).
+  size_t max_tuning_segments = 64;
   /// Largest bundle message a host may get: CreateExperiment refuses an experiment whose
   /// assignments would make one larger (server/api/bundle_limit.h).
   size_t max_bundle_bytes = common::kMaxServerMessageBytes;

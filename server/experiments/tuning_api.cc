@@ -76,6 +76,12 @@ absl::StatusOr<v1::CreateHoldTuningResponse> ExperimentController::CreateHoldTun
       return absl::AlreadyExistsError(
           absl::StrCat("hold tuning ", name, " already exists (delete a stopped one first)"));
     }
+    if (tunings_.size() >= options_.max_hold_tunings && !request.dry_run()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(tunings_.size(),
+                       " hold tunings are stored, the most this server keeps; "
+                       "delete stopped ones first"));
+    }
     TuningEntry probe;
     probe.tuning = *t;
     probe.segmenter.name = name;

@@ -312,6 +312,7 @@ std::string TuningPolicyName(std::string_view tuning, const std::vector<std::str
 }
 
 v1::HoldTuningStatus ExperimentController::TuningStatusLocked(const TuningEntry& entry) const {
+  const absl::Time now = options_.clock();
   const tuning::HoldTuning& t = entry.tuning;
   v1::HoldTuningStatus status = entry.proto.status();
   status.clear_segments();
@@ -353,13 +354,21 @@ v1::HoldTuningStatus ExperimentController::TuningStatusLocked(const TuningEntry&
     if (!s.proposal) v->clear_proposal();
     *v->mutable_planner_state() = tuning::StateToProto(s);
   }
-  v1::Condition* waiting = status.add_conditions();
-  waiting->set_type("SegmentsWaiting");
-  waiting->set_status(entry.waiting.empty() ? v1::CONDITION_STATUS_FALSE
-                                            : v1::CONDITION_STATUS_TRUE);
-  waiting->set_reason(entry.waiting.empty() ? "AllSegmentsTuned" : "TooFewAdapters");
-  waiting->set_message(absl::StrJoin(entry.waiting, "; "));
-  waiting->set_observed_generation(entry.proto.metadata().generation());
+  const v1::ConditionStatus now_status =
+      entry.waiting.empty() ? v1::CONDITION_STATUS_FALSE : v1::CONDITION_STATUS_TRUE;
+  v1::Condition waiting;
+  for (const v1::Condition& c : entry.proto.status().conditions()) {
+    if (c.type() == "SegmentsWaiting") waiting = c;
+  }
+  if (waiting.status() != now_status || !waiting.has_last_transition_time()) {
+    *waiting.mutable_last_transition_time() = TimeToProto(now);
+  }
+  waiting.set_type("SegmentsWaiting");
+  waiting.set_status(now_status);
+  waiting.set_reason(entry.waiting.empty() ? "AllSegmentsTuned" : "SegmentsNotTuned");
+  waiting.set_message(absl::StrJoin(entry.waiting, "; "));
+  waiting.set_observed_generation(entry.proto.metadata().generation());
+  *status.add_conditions() = std::move(waiting);
   return status;
 }
 

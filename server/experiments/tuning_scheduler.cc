@@ -78,6 +78,12 @@ ExperimentController::StepResult ExperimentController::TuningStep(
                             it->second.state.phase == tuning::Phase::kProposed) &&
                            it->second.state.incumbent_hold_us != input.incumbent_hold_us;
       if (it == entry.segments.end() || restart) {
+        if (!restart && entry.segments.size() >= options_.max_tuning_segments) {
+          waiting.push_back(absl::StrCat(where, ": the tuning already has ",
+                                         options_.max_tuning_segments,
+                                         " segments, the most one tuning runs"));
+          continue;
+        }
         if (input.adapters.size() < AdaptersNeeded(t)) {
           waiting.push_back(absl::StrCat(where, ": ", input.adapters.size(), " adapters (",
                                          AdaptersNeeded(t), " needed)"));
@@ -160,6 +166,7 @@ ExperimentController::StepResult ExperimentController::TuningStep(
                           s.reason, absl::StrCat(where, ": ", s.message), now);
       }
     }
+    if (waiting != entry.waiting) changed = true;  // the SegmentsWaiting condition
     entry.waiting = std::move(waiting);
   }
   for (auto& [values, segment] : entry.segments) {

@@ -118,6 +118,8 @@ class TuningControllerTest : public ::testing::Test {
     events_ = std::make_unique<EventLog>(EventLogOptions{}, std::vector<v1::Event>{}, 0);
     ExperimentControllerOptions options;
     options.clock = [this] { return now_; };
+    options.max_hold_tunings = max_hold_tunings_;
+    options.max_tuning_segments = max_tuning_segments_;
     absl::StatusOr<std::unique_ptr<ExperimentController>> controller = ExperimentController::Create(
         options, ExperimentControllerDeps{
                      store_.get(), registry_.get(), events_.get(), metrics_.get(),
@@ -244,6 +246,8 @@ class TuningControllerTest : public ::testing::Test {
   rxfleet::testing::TempDir dir_{"rxfleet-tuning-controller"};
   absl::Time now_ = kStart;
   int bumps_ = 0;
+  size_t max_hold_tunings_ = 100;
+  size_t max_tuning_segments_ = 64;
   uint64_t version_ = 1;
   PolicySet policies_{{}, 1};
   std::vector<v1::ApplyPolicyRequest> applied_;
@@ -468,6 +472,38 @@ TEST_F(TuningControllerTest, RefusesHostSegmentsAndADryRunStoresNothing) {
   v1::GetHoldTuningRequest get;
   get.set_name(kName);
   EXPECT_EQ(controller_->GetHoldTuning(get).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(TuningControllerTest, TheStoredTuningsAndTheSegmentsOfOneAreBounded) {
+  max_hold_tunings_ = 1;
+  max_tuning_segments_ = 1;
+  Reopen();
+  ASSERT_TRUE(Create().ok());
+  std::string other = kTuning;
+  other.replace(other.find("name: hold-tune"), 15, "name: hold-two");
+  absl::Status refused = Create(other).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("delete stopped ones"));
+  controller_->Tick();
+  const v1::HoldTuning t = Get();
+  ASSERT_EQ(t.status().segments_size(), 1);
+  ASSERT_EQ(t.status().conditions_size(), 1);
+  const v1::Condition& waiting = t.status().conditions(0);
+  EXPECT_EQ(waiting.type(), "SegmentsWaiting");
+  EXPECT_EQ(waiting.status(), v1::CONDITION_STATUS_TRUE);
+  EXPECT_THAT(waiting.message(), HasSubstr("the most one tuning runs"));
+  EXPECT_EQ(common::TimeFromProto(waiting.last_transition_time()), kStart);
+}
+
+TEST_F(TuningControllerTest, ASegmentWithTooFewAdaptersWaits) {
+  std::string small = kTuning;
+  small.replace(small.find("adapterShare: 0.5"), 17, "adapterShare: 0.1");
+  ASSERT_TRUE(Create(small).ok());
+  controller_->Tick();
+  const v1::HoldTuning t = Get();
+  EXPECT_EQ(t.status().segments_size(), 0);
+  EXPECT_THAT(t.status().conditions(0).message(), HasSubstr("8 adapters (10 needed)"));
+  EXPECT_TRUE(controller_->Assignments("x86-1").empty());
 }
 
 TEST_F(TuningControllerTest, ARestartContinuesWhereTheTuningStood) {
