@@ -1,8 +1,8 @@
 #pragma once
 
 // The HoldTuning document: which holds to try on which adapters, what to optimise, under which
-// guardrails and with how much exploration. This is the decision core's input only: the
-// server does not accept the document through its API yet (see docs/TUNING-DESIGN.md).
+// guardrails and with how much exploration (docs/EXPERIMENTS.md, "Tuning a hold"). Its API form
+// and conversion: proto/rxfleet/v1/tuning.proto, common/proto/tuning.h.
 
 #include <cstddef>
 #include <cstdint>
