@@ -45,10 +45,28 @@
 // adapter that joined since the last refresh runs no probe until the next one. The status has
 // a `ProbeSchedule` condition saying how many probes fit per window and how many rounds run.
 //
+// Hold tunings (proto/rxfleet/v1/tuning.proto, docs/TUNING-DESIGN.md) run here too, so that
+// one rule decides which adapters each takes and their windows share the intake and the store.
+// An adapter no experiment takes belongs to the oldest running tuning whose selector matches it
+// and from which no policy keeps it (kTuningPriority); the tuning groups its managed adapters
+// into segments whose incumbent is the hold their policies set (the hold most of them resolve;
+// the others are left out), and runs the planner (server/tuning/planner.h) per segment. Only
+// the explorers of a segment's current switchback block get an assignment (named after the
+// tuning, arm HoldArmName, the planner's period); the others run their policy. A step
+// (tuning_scheduler.cc) runs under the lease like the experiments' one, at least every window
+// length and at each period boundary, and saves the status with the planner state when it
+// changed; it publishes when the explorers' assignments changed. Tunings and experiments share
+// names (AlreadyExists either way). Approval writes one policy per proposed segment through
+// deps.apply_policy (TuningPolicyName, a priority above the policies deciding the incumbent,
+// label kTunedByLabel) and adopts the proposal. Bounds: max_hold_tunings stored,
+// max_tuning_segments per tuning.
+//
 // Files, one per job: controller.cc (state, claims, status, events), experiment_api.cc (the
 // RPC handlers), window_intake.cc (window intake and cache), controller_guardrails.cc
 // (guardrails and gauges), controller_probes.cc (probe plans and their condition),
-// scheduler.cc (the per-experiment step, the tick, retention).
+// scheduler.cc (the per-experiment step, the tick, retention), tuning_controller.cc (tunings'
+// state, claims, views and windows), tuning_scheduler.cc (a tuning's step), tuning_api.cc (the
+// tuning RPCs and approval).
 //
 // Thread-safety: every method may be called from any thread.
 
