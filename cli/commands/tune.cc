@@ -114,8 +114,9 @@ void AddTuneCommand(CLI::App& root, SelectedCommand* selected) {
                      "Validate on the server and count the eligible adapters; store nothing");
     Select(create, selected, "tune create", options,
            [](const TuneCreateOptions& o, FleetClient& client, const CommandContext& ctx) {
-             if (o.file.empty())
+             if (o.file.empty()) {
                return absl::InvalidArgumentError("-f/--filename: empty file name");
+             }
              return RunTuneCreate(o, client, ctx);
            });
   }
@@ -245,6 +246,7 @@ absl::Status RunTuneGet(const TuneGetOptions& options, FleetClient& client,
   }
   if (*format == OutputFormat::kName) {
     std::vector<std::string> names;
+    names.reserve(tunings.size());
     for (const auto& tuning : tunings) names.push_back(ResourceName(tuning));
     std::sort(names.begin(), names.end());
     for (const auto& name : names) *ctx.streams.out << name << '\n';

@@ -788,7 +788,7 @@ absl::StatusOr<std::vector<SyntheticCurvePoint>> ParseSyntheticCurve(const Reade
                                                                      const std::string& field) {
   constexpr size_t kMinPoints = 2;
   constexpr size_t kMaxPoints = 32;
-  constexpr uint64_t kMaxHoldUs = 255 * 32;  // RX aggregation reg 0 bits 15:8 x 32 µs
+  constexpr uint64_t kMaxHoldUs = uint64_t{255} * 32;  // RX aggregation reg 0 bits 15:8 x 32 µs
   if (!node.IsSequence()) {
     return r.Error(node, field, "expected a list of {hold_us, rx_mbps, loss} points");
   }
