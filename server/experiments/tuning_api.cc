@@ -3,6 +3,8 @@
 // of ApplyPolicy with its audit event.
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -87,15 +89,30 @@ absl::StatusOr<v1::CreateHoldTuningResponse> ExperimentController::CreateHoldTun
     probe.segmenter.name = name;
     probe.segmenter.segment_keys = t->segment_keys;
     probe.proto = to_store;
+    const std::map<std::vector<std::string>, tuning::SegmentInput> inputs =
+        TuningInputsLocked(probe, now, nullptr);
     uint32_t eligible = 0;
-    for (const auto& [values, input] : TuningInputsLocked(probe, now, nullptr)) {
+    for (const auto& [values, input] : inputs) {
       eligible += static_cast<uint32_t>(input.adapters.size());
     }
     response.set_eligible_adapters(eligible);
+    // The segments the eligible adapters fall into (values, adapters, incumbent), so the caller
+    // sees where they are before the first step starts them.
+    const auto add_segments = [&](v1::HoldTuningStatus* out) {
+      for (const auto& [values, input] : inputs) {
+        v1::HoldTuningSegment* segment = out->add_segments();
+        for (size_t i = 0; i < values.size() && i < t->segment_keys.size(); ++i) {
+          (*segment->mutable_segment())[t->segment_keys[i]] = values[i];
+        }
+        segment->set_adapters(static_cast<uint32_t>(input.adapters.size()));
+        segment->set_incumbent_hold_us(input.incumbent_hold_us);
+      }
+    };
     if (request.dry_run()) {
       *response.mutable_tuning() = to_store;
       response.mutable_tuning()->mutable_status()->set_phase(v1::HOLD_TUNING_PHASE_UNSPECIFIED);
       response.mutable_tuning()->mutable_status()->clear_start_time();
+      add_segments(response.mutable_tuning()->mutable_status());
       return response;
     }
     absl::StatusOr<v1::HoldTuning> stored = deps_.store->CreateTuning(to_store, now);
@@ -107,6 +124,9 @@ absl::StatusOr<v1::CreateHoldTuningResponse> ExperimentController::CreateHoldTun
     entry.proto = *stored;
     tunings_.emplace(name, std::move(entry));
     *response.mutable_tuning() = TuningView(tunings_.at(name));
+    if (response.tuning().status().segments().empty()) {
+      add_segments(response.mutable_tuning()->mutable_status());
+    }
   }
   RecordTuningEvent(
       name, v1::EVENT_TYPE_NORMAL, "Created",

@@ -269,6 +269,7 @@ TEST_F(TuningControllerTest, CreateFindsSegmentsAndAssignsOnlyExplorers) {
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_EQ(created->eligible_adapters(), 16u);
   EXPECT_EQ(created->tuning().status().phase(), v1::HOLD_TUNING_PHASE_RUNNING);
+  EXPECT_EQ(created->tuning().status().segments_size(), 2);
   controller_->Tick();
   const v1::HoldTuning t = Get();
   ASSERT_EQ(t.status().segments_size(), 2);
@@ -469,6 +470,13 @@ TEST_F(TuningControllerTest, RefusesHostSegmentsAndADryRunStoresNothing) {
   absl::StatusOr<v1::CreateHoldTuningResponse> dry = Create(kTuning, /*dry_run=*/true);
   ASSERT_TRUE(dry.ok()) << dry.status();
   EXPECT_EQ(dry->eligible_adapters(), 16u);
+  // The response names the segments the eligible adapters fall into, as `tune create` prints.
+  ASSERT_EQ(dry->tuning().status().segments_size(), 2);
+  const v1::HoldTuningSegment* pi1 = Segment(dry->tuning(), "pi1");
+  ASSERT_NE(pi1, nullptr);
+  EXPECT_EQ(pi1->adapters(), 8u);
+  EXPECT_EQ(pi1->segment().at("usb_speed"), "high");
+  EXPECT_EQ(pi1->incumbent_hold_us(), 1024u);
   v1::GetHoldTuningRequest get;
   get.set_name(kName);
   EXPECT_EQ(controller_->GetHoldTuning(get).status().code(), absl::StatusCode::kNotFound);
