@@ -341,7 +341,8 @@ void AddGetCommand(CLI::App& root, SelectedCommand* selected) {
       sub->add_option("--limit", options->event_limit, "Newest events to show (default 500)")
           ->check(CLI::Range(size_t{1}, size_t{10000}));
       sub->add_option("--kind", options->event_kind, "Only events about this kind of object")
-          ->check(CLI::IsMember({"host", "adapter", "policy", "experiment"}, CLI::ignore_case));
+          ->check(CLI::IsMember({"host", "adapter", "policy", "experiment", "holdtuning"},
+                                CLI::ignore_case));
       sub->add_option("--name", options->event_name, "Only events about objects with this name");
       sub->add_option("--type", options->event_type, "Only normal or warning events")
           ->check(CLI::IsMember({"normal", "warning"}, CLI::ignore_case));

@@ -21,8 +21,12 @@ absl::StatusOr<std::string> KindName(absl::string_view kind) {
   if (lower == "adapter" || lower == "adapters") return std::string("Adapter");
   if (lower == "policy" || lower == "policies") return std::string("Policy");
   if (lower == "experiment" || lower == "experiments") return std::string("Experiment");
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--kind: unknown kind '", kind, "' (expected host, adapter, policy or experiment)"));
+  if (lower == "holdtuning" || lower == "holdtunings" || lower == "tuning") {
+    return std::string("HoldTuning");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--kind: unknown kind '", kind,
+                   "' (expected host, adapter, policy, experiment or holdtuning)"));
 }
 
 absl::StatusOr<v1::EventType> TypeValue(absl::string_view type) {
@@ -45,7 +49,8 @@ void AddWatchCommand(CLI::App& root, SelectedCommand* selected) {
       "  rxfleetctl watch --kind policy --audit -o json");
   watch->add_option("--host", options->host, "Only events of this host");
   watch->add_option("--kind", options->kind, "Only events about this kind of object")
-      ->check(CLI::IsMember({"host", "adapter", "policy", "experiment"}, CLI::ignore_case));
+      ->check(CLI::IsMember({"host", "adapter", "policy", "experiment", "holdtuning"},
+                            CLI::ignore_case));
   watch->add_option("--name", options->name, "Only events about objects with this name");
   watch->add_option("--type", options->type, "Only normal or warning events")
       ->check(CLI::IsMember({"normal", "warning"}, CLI::ignore_case));

@@ -145,7 +145,7 @@ _rxfleetctl_value() {
     "get experiments|--local-socket") echo "file" ;;
     "get events|--host") echo "any" ;;
     "get events|--limit") echo "any" ;;
-    "get events|--kind") echo "choice host adapter policy experiment" ;;
+    "get events|--kind") echo "choice host adapter policy experiment holdtuning" ;;
     "get events|--name") echo "any" ;;
     "get events|--type") echo "choice normal warning" ;;
     "get events|-o"|"get events|--output") echo "choice table wide json yaml name" ;;
@@ -353,7 +353,7 @@ _rxfleetctl_value() {
     "tune delete|--config") echo "file" ;;
     "tune delete|--local-socket") echo "file" ;;
     "watch|--host") echo "any" ;;
-    "watch|--kind") echo "choice host adapter policy experiment" ;;
+    "watch|--kind") echo "choice host adapter policy experiment holdtuning" ;;
     "watch|--name") echo "any" ;;
     "watch|--type") echo "choice normal warning" ;;
     "watch|-o"|"watch|--output") echo "choice text json" ;;

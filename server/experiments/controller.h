@@ -155,10 +155,11 @@ struct ExperimentControllerDeps {
   std::function<std::optional<LeaseFence>()> lease = nullptr;
 };
 
-/// The priority of a hold tuning's holds in the experiment layer: tunings outrank every policy
-/// but one of the highest priority (a policy at kMaxPolicyPriority deciding hold_us keeps
-/// adapters out, as a policy of higher priority keeps them out of an experiment).
-inline constexpr int kTuningPriority = common::kMaxPolicyPriority;
+/// The priority of a hold tuning's holds in the experiment layer: one below the highest, so
+/// tunings outrank every policy except one at kMaxPolicyPriority deciding hold_us, which keeps
+/// adapters out (a policy of higher priority keeps adapters out of an experiment; ties go to
+/// the experiment layer). Approval cannot outrank such a policy either.
+inline constexpr int kTuningPriority = common::kMaxPolicyPriority - 1;
 /// Name labels on the policies a tuning writes (ApproveHoldTuning, autoApply).
 inline constexpr std::string_view kTunedByLabel = "rxfleet.io/hold-tuning";
 
@@ -167,7 +168,8 @@ inline constexpr std::string_view kTunedByLabel = "rxfleet.io/hold-tuning";
 std::string TuningSegmentText(const std::vector<std::string>& keys,
                               const std::vector<std::string>& values);
 /// The policy a tuning writes for a segment: the tuning's name (at most 54 characters), "-" and
-/// 8 hex digits of StableHash64 of the segment values, so each segment has its own policy.
+/// 8 hex digits of StableHash64 of the full name and the segment values, so each segment has
+/// its own policy.
 std::string TuningPolicyName(std::string_view tuning, const std::vector<std::string>& segment);
 
 /// The lease of the experiment scheduler (completion, guardrails, window retention).

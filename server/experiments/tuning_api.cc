@@ -240,6 +240,17 @@ absl::StatusOr<v1::ApproveHoldTuningResponse> ExperimentController::Approve(
       return absl::FailedPreconditionError(
           absl::StrCat("hold tuning ", name, " is stopped; nothing can be approved"));
     }
+    for (const std::vector<std::string>& named : segments) {
+      if (entry.segments.contains(named)) continue;
+      std::vector<std::string> known;
+      for (const auto& [values, segment] : entry.segments) {
+        known.push_back(TuningSegmentText(t.segment_keys, values));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "segment: hold tuning ", name, " has no segment ",
+          TuningSegmentText(t.segment_keys, named),
+          "; its segments: ", known.empty() ? "none yet" : absl::StrJoin(known, "; ")));
+    }
     const std::shared_ptr<const PolicySnapshot> policies = Policies();
     for (const auto& [values, segment] : entry.segments) {
       if (!segments.empty() &&

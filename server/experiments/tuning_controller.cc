@@ -16,6 +16,7 @@
 #include "common/proto/convert.h"
 #include "common/proto/time.h"
 #include "common/proto/tuning.h"
+#include "common/string_view_compat.h"
 #include "common/units.h"
 #include "server/api/explain.h"
 #include "server/api/family_guard.h"
@@ -307,7 +308,9 @@ void ExperimentController::UpdateSegmentView(const TuningEntry& entry, TuningSeg
 }
 
 std::string TuningPolicyName(std::string_view tuning, const std::vector<std::string>& segment) {
-  const uint64_t hash = experiments::StableHash64(absl::StrJoin(segment, std::string(1, '\0')));
+  const uint64_t hash =
+      experiments::StableHash64(absl::StrCat(common::ToAbslView(tuning), std::string(1, '\0'),
+                                             absl::StrJoin(segment, std::string(1, '\0'))));
   return absl::StrFormat("%s-%08x", tuning.substr(0, 54), static_cast<uint32_t>(hash));
 }
 

@@ -73,9 +73,9 @@ ExperimentController::StepResult ExperimentController::TuningStep(
     for (auto& [values, input] : inputs) {
       const std::string where = TuningSegmentText(t.segment_keys, values);
       auto it = entry.segments.find(values);
+      // The policies set another hold than the one the segment compares with (an operator
+      // changed them, or another approval did): what was learnt no longer applies.
       const bool restart = it != entry.segments.end() &&
-                           (it->second.state.phase == tuning::Phase::kExploring ||
-                            it->second.state.phase == tuning::Phase::kProposed) &&
                            it->second.state.incumbent_hold_us != input.incumbent_hold_us;
       if (it == entry.segments.end() || restart) {
         if (!restart && entry.segments.size() >= options_.max_tuning_segments) {
@@ -164,6 +164,14 @@ ExperimentController::StepResult ExperimentController::TuningStep(
                           s.reason == tuning::kReasonReversalDetected ? v1::EVENT_TYPE_WARNING
                                                                       : v1::EVENT_TYPE_NORMAL,
                           s.reason, absl::StrCat(where, ": ", s.message), now);
+      }
+    }
+    // Segments none of whose adapters the tuning takes now (unplugged, taken by an experiment,
+    // kept by a policy): nothing to run or learn there until they come back.
+    for (auto& [values, segment] : entry.segments) {
+      if (!inputs.contains(values) && !segment.input.adapters.empty()) {
+        segment.input.adapters.clear();
+        changed = true;
       }
     }
     if (waiting != entry.waiting) changed = true;  // the SegmentsWaiting condition

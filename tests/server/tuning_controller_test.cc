@@ -514,6 +514,80 @@ TEST_F(TuningControllerTest, ASegmentWithTooFewAdaptersWaits) {
   EXPECT_TRUE(controller_->Assignments("x86-1").empty());
 }
 
+TEST_F(TuningControllerTest, APolicyChangingTheIncumbentStartsTheSegmentAnew) {
+  ASSERT_TRUE(Create().ok());
+  for (int i = 0; i < 90; ++i) Minute();
+  ASSERT_EQ(Segment(Get(), "x86")->incumbent_hold_us(), 32u);
+  v1::Policy pin;
+  pin.mutable_metadata()->set_name("pin-256");
+  pin.mutable_metadata()->set_resource_version("100");
+  pin.mutable_metadata()->set_generation(1);
+  (*pin.mutable_spec()->mutable_selector()->mutable_match_labels())["board"] = "x86";
+  pin.mutable_spec()->mutable_settings()->set_hold_us(256);
+  policies_.Put(pin, ++version_);
+  Minute();
+  const v1::HoldTuning t = Get();
+  const v1::HoldTuningSegment* x86 = Segment(t, "x86");
+  EXPECT_EQ(x86->incumbent_hold_us(), 256u);
+  EXPECT_EQ(x86->phase(), "exploring");
+  EXPECT_EQ(x86->round(), 1u);
+  EXPECT_EQ(x86->candidates_size(), 5);  // 256 µs is the incumbent now, 32 µs a challenger
+  EXPECT_THAT(EventReasons(), Contains("IncumbentChanged"));
+  EXPECT_EQ(Segment(t, "pi1")->incumbent_hold_us(), 1024u);  // untouched
+}
+
+TEST_F(TuningControllerTest, APolicyAtTheHighestPriorityKeepsAdaptersOut) {
+  v1::Policy pin;
+  pin.mutable_metadata()->set_name("pin-pi1");
+  pin.mutable_metadata()->set_resource_version("100");
+  pin.mutable_metadata()->set_generation(1);
+  (*pin.mutable_spec()->mutable_selector()->mutable_match_labels())["board"] = "pi1";
+  pin.mutable_spec()->mutable_settings()->set_hold_us(1024);
+  pin.mutable_spec()->set_priority(common::kMaxPolicyPriority);
+  policies_.Put(pin, ++version_);
+  absl::StatusOr<v1::CreateHoldTuningResponse> created = Create();
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->eligible_adapters(), 8u);  // the x86 ones only
+  controller_->Tick();
+  const v1::HoldTuning t = Get();
+  EXPECT_EQ(t.status().segments_size(), 1);
+  EXPECT_EQ(Segment(t, "pi1"), nullptr);
+  EXPECT_TRUE(controller_->Assignments("pi1-1").empty());
+}
+
+TEST_F(TuningControllerTest, ASegmentWhoseAdaptersLeaveCountsNone) {
+  ASSERT_TRUE(Create().ok());
+  for (int i = 0; i < 5; ++i) Minute();
+  ASSERT_EQ(Segment(Get(), "pi1")->adapters(), 8u);
+  v1::Policy pin;  // takes the Pi 1 adapters away from the tuning
+  pin.mutable_metadata()->set_name("pin-pi1");
+  pin.mutable_metadata()->set_resource_version("100");
+  pin.mutable_metadata()->set_generation(1);
+  (*pin.mutable_spec()->mutable_selector()->mutable_match_labels())["board"] = "pi1";
+  pin.mutable_spec()->mutable_settings()->set_hold_us(1024);
+  pin.mutable_spec()->set_priority(common::kMaxPolicyPriority);
+  policies_.Put(pin, ++version_);
+  Minute();
+  const v1::HoldTuning t = Get();
+  EXPECT_EQ(Segment(t, "pi1")->adapters(), 0u);
+  EXPECT_EQ(Segment(t, "x86")->adapters(), 8u);
+  EXPECT_EQ(t.status().assigned_adapters(), 8u);
+  EXPECT_TRUE(controller_->Assignments("pi1-1").empty());
+}
+
+TEST_F(TuningControllerTest, ApprovingAnUnknownSegmentNamesTheKnownOnes) {
+  ASSERT_TRUE(Create().ok());
+  controller_->Tick();
+  v1::ApproveHoldTuningRequest approve;
+  approve.set_name(kName);
+  (*approve.mutable_segment())["usb_speed"] = "super";
+  (*approve.mutable_segment())["board"] = "nope";
+  absl::Status refused = controller_->ApproveHoldTuning(approve, "alice").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(), HasSubstr("has no segment usb_speed=super,board=nope"));
+  EXPECT_THAT(refused.message(), HasSubstr("usb_speed=super,board=x86"));
+}
+
 TEST_F(TuningControllerTest, ARestartContinuesWhereTheTuningStood) {
   ASSERT_TRUE(Create().ok());
   for (int i = 0; i < 150; ++i) Minute();
