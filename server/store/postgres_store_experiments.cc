@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
+#include "server/store/postgres_named_records.h"
 #include "server/store/postgres_store.h"
 #include "server/store/postgres_util.h"
 #include "server/store/pq.h"
@@ -16,107 +17,39 @@ namespace rxfleet::server {
 namespace {
 
 using common::ToAbslView;
-using postgres::LockRevision;
-using postgres::SetRevision;
 using postgres::SnapshotXmin;
 
-std::optional<v1::Experiment> FindExperiment(pq::Connection& conn, std::string_view name) {
-  pq::Result row =
-      conn.Exec("SELECT record FROM experiments WHERE name = $1", pq::Params().Text(name));
-  if (row.rows() == 0) return std::nullopt;
-  return row.Record<v1::Experiment>(0, 0, "experiments");
-}
-
-void UpsertExperiment(pq::Connection& conn, const v1::Experiment& experiment) {
-  conn.Exec(
-      "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
-      "VALUES ($1, $2, $3::int8, $4) ON CONFLICT (name) DO UPDATE SET "
-      "end_time_ns = excluded.end_time_ns, record = excluded.record",
-      postgres::ExperimentRow(experiment));
-}
+constexpr postgres_named::Table kExperiments = {"experiments", "experiment",
+                                                " (names are never reused, even after it ended)"};
 
 }  // namespace
 
 absl::StatusOr<v1::Experiment> PostgresStore::CreateExperiment(const v1::Experiment& experiment,
                                                                absl::Time now) {
-  const std::string& name = experiment.metadata().name();
-  if (name.empty()) return absl::InvalidArgumentError("experiment metadata.name must be set");
   absl::MutexLock lock(&mu_);
-  try {
-    pq::Connection& conn = Connected();
-    pq::Transaction transaction(conn);
-    const int64_t revision = LockRevision(conn) + 1;
-    if (FindExperiment(conn, name).has_value()) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "experiment ", name, " already exists (names are never reused, even after it ended)"));
-    }
-    const v1::Experiment out = store_records::NewExperiment(experiment, revision, now);
-    UpsertExperiment(conn, out);
-    SetRevision(conn, revision);
-    transaction.Commit();
-    return out;
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, absl::StrCat("cannot store experiment ", name), name_);
-  }
+  return postgres_named::Create([this]() -> pq::Connection& { return Connected(); }, name_,
+                                kExperiments, experiment, now, store_records::NewExperiment);
 }
 
 absl::StatusOr<v1::Experiment> PostgresStore::UpdateExperimentStatus(
     std::string_view name, const v1::ExperimentStatus& status, absl::Time now,
     const LeaseFence* fence) {
   absl::MutexLock lock(&mu_);
-  try {
-    pq::Connection& conn = Connected();
-    pq::Transaction transaction(conn);
-    if (absl::Status s = postgres::CheckFence(conn, fence); !s.ok()) return s;
-    const int64_t revision = LockRevision(conn) + 1;
-    std::optional<v1::Experiment> stored = FindExperiment(conn, name);
-    if (!stored.has_value()) {
-      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
-    }
-    *stored->mutable_status() = status;
-    stored->mutable_metadata()->set_resource_version(absl::StrCat(revision));
-    *stored->mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
-    UpsertExperiment(conn, *stored);
-    SetRevision(conn, revision);
-    transaction.Commit();
-    return *std::move(stored);
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, absl::StrCat("cannot update experiment ", ToAbslView(name)), name_);
-  }
+  return postgres_named::UpdateStatus<v1::Experiment>(
+      [this]() -> pq::Connection& { return Connected(); }, name_, kExperiments, name, status, now,
+      fence);
 }
 
 absl::Status PostgresStore::DeleteExperiment(std::string_view name) {
   absl::MutexLock lock(&mu_);
-  try {
-    pq::Connection& conn = Connected();
-    pq::Transaction transaction(conn);
-    const int64_t revision = LockRevision(conn) + 1;
-    if (conn.Exec("DELETE FROM experiments WHERE name = $1", pq::Params().Text(name)).affected() ==
-        0) {
-      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
-    }
-    conn.Exec("DELETE FROM metric_windows WHERE experiment = $1", pq::Params().Text(name));
-    SetRevision(conn, revision);
-    transaction.Commit();
-    return absl::OkStatus();
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, absl::StrCat("cannot delete experiment ", ToAbslView(name)), name_);
-  }
+  return postgres_named::Delete([this]() -> pq::Connection& { return Connected(); }, name_,
+                                kExperiments, name);
 }
 
 absl::StatusOr<std::vector<v1::Experiment>> PostgresStore::LoadExperiments() {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::Experiment> out;
-  try {
-    pq::Result rows =
-        Connected().Exec("SELECT record FROM experiments ORDER BY create_time_ns, name");
-    for (int i = 0; i < rows.rows(); ++i) {
-      out.push_back(rows.Record<v1::Experiment>(i, 0, "experiments"));
-    }
-  } catch (const pq::Error& e) {
-    return pq::StatusFromPq(e, "cannot load experiments", name_);
-  }
-  return out;
+  return postgres_named::LoadAll<v1::Experiment>(
+      [this]() -> pq::Connection& { return Connected(); }, name_, kExperiments, "experiments");
 }
 
 absl::Status PostgresStore::AddWindows(absl::Span<const StoredWindow> windows) {

@@ -10,6 +10,7 @@
 #include "common/proto/time.h"
 #include "common/string_view_compat.h"
 #include "server/store/records.h"
+#include "server/store/sqlite_named_records.h"
 #include "server/store/sqlite_store.h"
 #include "server/store/sqlite_util.h"
 
@@ -18,113 +19,34 @@ namespace {
 
 using common::ToAbslView;
 
-std::optional<v1::Experiment> FindExperiment(SQLite::Database& db, std::string_view name) {
-  SQLite::Statement query(db, "SELECT record FROM experiments WHERE name = ?");
-  query.bind(1, std::string(name));
-  if (!query.executeStep()) return std::nullopt;
-  return ParseRecord<v1::Experiment>(query.getColumn(0), "experiments");
-}
-
-void UpsertExperiment(SQLite::Database& db, const v1::Experiment& experiment) {
-  std::string buffer;
-  SQLite::Statement upsert(db,
-                           "INSERT INTO experiments (name, create_time_ns, end_time_ns, record) "
-                           "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                           "end_time_ns = excluded.end_time_ns, record = excluded.record");
-  upsert.bind(1, experiment.metadata().name());
-  upsert.bind(2, absl::ToUnixNanos(common::TimeFromProto(experiment.metadata().create_time())));
-  if (experiment.status().has_end_time()) {
-    upsert.bind(3, absl::ToUnixNanos(common::TimeFromProto(experiment.status().end_time())));
-  } else {
-    upsert.bind(3);
-  }
-  BindRecord(upsert, 4, experiment, &buffer);
-  upsert.exec();
-}
+constexpr sqlite_named::Table kExperiments = {"experiments", "experiment",
+                                              " (names are never reused, even after it ended)"};
 
 }  // namespace
 
 absl::StatusOr<v1::Experiment> SqliteStore::CreateExperiment(const v1::Experiment& experiment,
                                                              absl::Time now) {
-  const std::string& name = experiment.metadata().name();
-  if (name.empty()) return absl::InvalidArgumentError("experiment metadata.name must be set");
   absl::MutexLock lock(&mu_);
-  try {
-    SQLite::Database& db = *db_;
-    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-    if (FindExperiment(db, name).has_value()) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "experiment ", name, " already exists (names are never reused, even after it ended)"));
-    }
-    const int64_t revision = ReadMeta(db, "revision") + 1;
-    const v1::Experiment out = store_records::NewExperiment(experiment, revision, now);
-    UpsertExperiment(db, out);
-    WriteMeta(db, "revision", revision);
-    transaction.commit();
-    return out;
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, absl::StrCat("cannot store experiment ", name), path_);
-  }
+  return sqlite_named::Create(*db_, path_, kExperiments, experiment, now,
+                              store_records::NewExperiment);
 }
 
 absl::StatusOr<v1::Experiment> SqliteStore::UpdateExperimentStatus(
     std::string_view name, const v1::ExperimentStatus& status, absl::Time now,
     const LeaseFence* fence) {
   absl::MutexLock lock(&mu_);
-  try {
-    SQLite::Database& db = *db_;
-    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-    if (absl::Status s = CheckSqliteFence(db, fence); !s.ok()) return s;
-    std::optional<v1::Experiment> stored = FindExperiment(db, name);
-    if (!stored.has_value()) {
-      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
-    }
-    const int64_t revision = ReadMeta(db, "revision") + 1;
-    *stored->mutable_status() = status;
-    stored->mutable_metadata()->set_resource_version(absl::StrCat(revision));
-    *stored->mutable_metadata()->mutable_update_time() = common::TimeToProto(now);
-    UpsertExperiment(db, *stored);
-    WriteMeta(db, "revision", revision);
-    transaction.commit();
-    return *std::move(stored);
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, absl::StrCat("cannot update experiment ", ToAbslView(name)), path_);
-  }
+  return sqlite_named::UpdateStatus<v1::Experiment>(*db_, path_, kExperiments, name, status, now,
+                                                    fence);
 }
 
 absl::Status SqliteStore::DeleteExperiment(std::string_view name) {
   absl::MutexLock lock(&mu_);
-  try {
-    SQLite::Database& db = *db_;
-    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
-    SQLite::Statement remove(db, "DELETE FROM experiments WHERE name = ?");
-    remove.bind(1, std::string(name));
-    if (remove.exec() == 0) {
-      return absl::NotFoundError(absl::StrCat("experiment ", ToAbslView(name), " does not exist"));
-    }
-    SQLite::Statement windows(db, "DELETE FROM metric_windows WHERE experiment = ?");
-    windows.bind(1, std::string(name));
-    windows.exec();
-    WriteMeta(db, "revision", ReadMeta(db, "revision") + 1);
-    transaction.commit();
-    return absl::OkStatus();
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, absl::StrCat("cannot delete experiment ", ToAbslView(name)), path_);
-  }
+  return sqlite_named::Delete(*db_, path_, kExperiments, name);
 }
 
 absl::StatusOr<std::vector<v1::Experiment>> SqliteStore::LoadExperiments() {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::Experiment> out;
-  try {
-    SQLite::Statement query(*db_, "SELECT record FROM experiments ORDER BY create_time_ns, name");
-    while (query.executeStep()) {
-      out.push_back(ParseRecord<v1::Experiment>(query.getColumn(0), "experiments"));
-    }
-  } catch (const SQLite::Exception& e) {
-    return StatusFromSqlite(e, "cannot load experiments", path_);
-  }
-  return out;
+  return sqlite_named::LoadAll<v1::Experiment>(*db_, path_, kExperiments, "experiments");
 }
 
 absl::Status SqliteStore::AddWindows(absl::Span<const StoredWindow> windows) {
