@@ -25,20 +25,17 @@
 #include "common/proto/experiment.h"
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
+#include "tests/e2e/experiment/emulated_fleet.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 
 namespace rxfleet {
 namespace {
 
-using ::rxfleet::testing::BinaryPath;
-using ::rxfleet::testing::ChildProcess;
-using ::rxfleet::testing::EmulatorPath;
-using ::rxfleet::testing::LabPath;
+using ::rxfleet::testing::EmulatedHost;
 using ::rxfleet::testing::ReadJsonFile;
-using ::rxfleet::testing::Stream;
-using ::rxfleet::testing::TempDir;
 using ::rxfleet::testing::WaitFor;
+using ::rxfleet::testing::WithDeadline;
 
 // Switchback in four-second periods (one second of burn-in, three valid one-second windows),
 // segments by USB speed and board; the drop guardrail needs 3 adapters and 6 windows.
@@ -65,113 +62,16 @@ spec:
   minWindowsPerArm: 6
 )";
 
-grpc::ClientContext* WithDeadline(grpc::ClientContext* context) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  return context;
-}
-
-struct Host {
-  std::string id;
-  std::string lab;
-  std::string board;
-  std::unique_ptr<ChildProcess> process;
-  std::string state_file;
-};
-
-class HoldExperimentTest : public ::testing::Test {
+class HoldExperimentTest : public ::rxfleet::testing::EmulatedFleetTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(
-        {BinaryPath("server/rxfleet-server"), "--insecure", "--listen", "127.0.0.1:0", "--db",
-         dir_.File("server.db"), "--http-listen", "none", "--push-debounce", "50ms"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    absl::StatusOr<std::string> line =
-        server_->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(30));
-    ASSERT_TRUE(line.ok()) << server_->Text(Stream::kStderr);
-    const size_t at = line->find("(port ") + 6;
-    int port = 0;
-    ASSERT_TRUE(absl::SimpleAtoi(line->substr(at, line->find(',', at) - at), &port)) << *line;
-    address_ = absl::StrCat("127.0.0.1:", port);
-    fleet_ = v1::FleetService::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-
-    for (Host& host : hosts_) {
-      const std::filesystem::path home = dir_.path() / host.id;
-      std::filesystem::create_directories(home / "tmp");
-      host.state_file = (home / "state.json").string();
-      absl::StatusOr<std::unique_ptr<ChildProcess>> agent =
-          ChildProcess::Start({EmulatorPath(),
-                               "--lab",
-                               LabPath(host.lab),
-                               "--state-out",
-                               host.state_file,
-                               "--timeout",
-                               "600",
-                               "--",
-                               BinaryPath("agent/rxfleet-agent"),
-                               "--standalone",
-                               "--server",
-                               address_,
-                               "--insecure",
-                               "--host-id",
-                               host.id,
-                               "--label",
-                               "board=" + host.board,
-                               "--state-dir",
-                               (home / "state").string(),
-                               "--policy-file",
-                               (home / "policies.d").string(),
-                               "--status-socket",
-                               "none",
-                               "--metrics-address",
-                               "none",
-                               "--probe-target",
-                               "none",
-                               "--reconcile-period",
-                               "200ms"},
-                              {"TMPDIR=" + (home / "tmp").string()});
-      ASSERT_TRUE(agent.ok()) << agent.status();
-      host.process = *std::move(agent);
-    }
-  }
-
-  void TearDown() override {
-    for (Host& host : hosts_) {
-      if (host.process != nullptr) host.process->Terminate(absl::Seconds(15));
-    }
-    if (server_ != nullptr) server_->Terminate(absl::Seconds(15));
-  }
-
-  std::string Logs() const {
-    std::string logs = server_ ? "--- server\n" + server_->Text(Stream::kStderr) : "";
-    for (const Host& host : hosts_) {
-      if (host.process)
-        absl::StrAppend(&logs, "--- ", host.id, "\n", host.process->Text(Stream::kStderr));
-    }
-    return logs;
-  }
-
-  std::vector<v1::Adapter> Adapters(const std::string& label_selector = "") {
-    v1::ListAdaptersRequest request;
-    request.set_label_selector(label_selector);
-    v1::ListAdaptersResponse response;
-    grpc::ClientContext context;
-    if (!fleet_->ListAdapters(WithDeadline(&context), request, &response).ok()) return {};
-    return {response.adapters().begin(), response.adapters().end()};
-  }
-
-  // Every adapter matched by `label_selector` (at least `count`) observes `hold_us`.
-  bool AllObserve(const std::string& label_selector, size_t count, uint32_t hold_us) {
-    const std::vector<v1::Adapter> adapters = Adapters(label_selector);
-    if (adapters.size() < count) return false;
-    for (const v1::Adapter& a : adapters) {
-      if (!a.status().has_observed() || a.status().observed().decoded().hold_us() != hold_us) {
-        return false;
-      }
-    }
-    return true;
-  }
+  HoldExperimentTest()
+      : EmulatedFleetTest("rxfleet-hold-experiment", [] {
+          std::vector<EmulatedHost> hosts(3);
+          hosts[0] = {"x86-1", "experiment-x86-usb3", "x86", nullptr, ""};
+          hosts[1] = {"pi5-1", "experiment-pi5-usb3", "pi5", nullptr, ""};
+          hosts[2] = {"pi1-1", "experiment-pi1-usb2", "pi1", nullptr, ""};
+          return hosts;
+        }()) {}
 
   std::optional<v1::Experiment> GetExperiment() {
     v1::GetExperimentRequest request;
@@ -183,18 +83,6 @@ class HoldExperimentTest : public ::testing::Test {
     }
     return experiment;
   }
-
-  TempDir dir_{"rxfleet-hold-experiment"};
-  std::unique_ptr<ChildProcess> server_;
-  std::string address_;
-  std::unique_ptr<v1::FleetService::Stub> fleet_;
-  std::vector<Host> hosts_ = [] {
-    std::vector<Host> hosts(3);
-    hosts[0] = {"x86-1", "experiment-x86-usb3", "x86", nullptr, ""};
-    hosts[1] = {"pi5-1", "experiment-pi5-usb3", "pi5", nullptr, ""};
-    hosts[2] = {"pi1-1", "experiment-pi1-usb2", "pi1", nullptr, ""};
-    return hosts;
-  }();
 };
 
 const v1::SegmentReport* FindSegment(const v1::ExperimentReport& report, const std::string& board) {
@@ -312,7 +200,7 @@ TEST_F(HoldExperimentTest, Usb3GainsThroughputAndThePi1ShortArmIsStoppedByTheDro
       << Logs();
 
   // The emulated registers agree with what the agents reported.
-  for (Host& host : hosts_) {
+  for (EmulatedHost& host : hosts_) {
     host.process->Terminate(absl::Seconds(15));
     host.process.reset();
     absl::StatusOr<nlohmann::json> state = ReadJsonFile(host.state_file);

@@ -28,6 +28,7 @@
 #include "common/proto/time.h"
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
+#include "tests/e2e/experiment/emulated_fleet.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 
@@ -35,15 +36,12 @@ namespace rxfleet {
 namespace {
 
 using ::rxfleet::testing::BinaryPath;
-using ::rxfleet::testing::ChildProcess;
-using ::rxfleet::testing::EmulatorPath;
-using ::rxfleet::testing::LabPath;
+using ::rxfleet::testing::EmulatedHost;
 using ::rxfleet::testing::ProcessResult;
 using ::rxfleet::testing::ReadJsonFile;
 using ::rxfleet::testing::RunProcess;
-using ::rxfleet::testing::Stream;
-using ::rxfleet::testing::TempDir;
 using ::rxfleet::testing::WaitFor;
+using ::rxfleet::testing::WithDeadline;
 using ::testing::HasSubstr;
 
 // Two-second periods (one second of burn-in, one valid one-second window), half of each
@@ -71,92 +69,15 @@ spec:
 
 constexpr int kAdaptersPerHost = 8;
 
-grpc::ClientContext* WithDeadline(grpc::ClientContext* context) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  return context;
-}
-
-struct Host {
-  std::string id;
-  std::string lab;
-  std::string board;
-  std::unique_ptr<ChildProcess> process;
-  std::string state_file;
-};
-
-class HoldTuningTest : public ::testing::Test {
+class HoldTuningTest : public ::rxfleet::testing::EmulatedFleetTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> server = ChildProcess::Start(
-        {BinaryPath("server/rxfleet-server"), "--insecure", "--listen", "127.0.0.1:0", "--db",
-         dir_.File("server.db"), "--http-listen", "none", "--push-debounce", "50ms"});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    absl::StatusOr<std::string> line =
-        server_->WaitForLineContaining(Stream::kStderr, "(port ", absl::Seconds(30));
-    ASSERT_TRUE(line.ok()) << server_->Text(Stream::kStderr);
-    const size_t at = line->find("(port ") + 6;
-    int port = 0;
-    ASSERT_TRUE(absl::SimpleAtoi(line->substr(at, line->find(',', at) - at), &port)) << *line;
-    address_ = absl::StrCat("127.0.0.1:", port);
-    fleet_ = v1::FleetService::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-
-    for (Host& host : hosts_) {
-      const std::filesystem::path home = dir_.path() / host.id;
-      std::filesystem::create_directories(home / "tmp");
-      host.state_file = (home / "state.json").string();
-      absl::StatusOr<std::unique_ptr<ChildProcess>> agent =
-          ChildProcess::Start({EmulatorPath(),
-                               "--lab",
-                               LabPath(host.lab),
-                               "--state-out",
-                               host.state_file,
-                               "--timeout",
-                               "600",
-                               "--",
-                               BinaryPath("agent/rxfleet-agent"),
-                               "--standalone",
-                               "--server",
-                               address_,
-                               "--insecure",
-                               "--host-id",
-                               host.id,
-                               "--label",
-                               "board=" + host.board,
-                               "--state-dir",
-                               (home / "state").string(),
-                               "--policy-file",
-                               (home / "policies.d").string(),
-                               "--status-socket",
-                               "none",
-                               "--metrics-address",
-                               "none",
-                               "--probe-target",
-                               "none",
-                               "--reconcile-period",
-                               "200ms"},
-                              {"TMPDIR=" + (home / "tmp").string()});
-      ASSERT_TRUE(agent.ok()) << agent.status();
-      host.process = *std::move(agent);
-    }
-  }
-
-  void TearDown() override {
-    for (Host& host : hosts_) {
-      if (host.process != nullptr) host.process->Terminate(absl::Seconds(15));
-    }
-    if (server_ != nullptr) server_->Terminate(absl::Seconds(15));
-  }
-
-  std::string Logs() const {
-    std::string logs = server_ ? "--- server\n" + server_->Text(Stream::kStderr) : "";
-    for (const Host& host : hosts_) {
-      if (host.process)
-        absl::StrAppend(&logs, "--- ", host.id, "\n", host.process->Text(Stream::kStderr));
-    }
-    return logs;
-  }
+  HoldTuningTest()
+      : EmulatedFleetTest("rxfleet-hold-tuning", [] {
+          std::vector<EmulatedHost> hosts(2);
+          hosts[0] = {"x86-1", "tuning-x86-usb3", "x86", nullptr, ""};
+          hosts[1] = {"pi1-1", "tuning-pi1-usb2", "pi1", nullptr, ""};
+          return hosts;
+        }()) {}
 
   ProcessResult Ctl(std::vector<std::string> args) {
     std::vector<std::string> argv = {BinaryPath("cli/rxfleetctl"), "--insecure", "--server",
@@ -165,25 +86,9 @@ class HoldTuningTest : public ::testing::Test {
     return RunProcess(argv, absl::Seconds(30));
   }
 
-  std::vector<v1::Adapter> Adapters(const std::string& label_selector) {
-    v1::ListAdaptersRequest request;
-    request.set_label_selector(label_selector);
-    v1::ListAdaptersResponse response;
-    grpc::ClientContext context;
-    if (!fleet_->ListAdapters(WithDeadline(&context), request, &response).ok()) return {};
-    return {response.adapters().begin(), response.adapters().end()};
-  }
-
-  // Every adapter matched by `label_selector` (all of the host's) observes `hold_us`.
+  // Every adapter of the host `label_selector` matches observes `hold_us`.
   bool AllObserve(const std::string& label_selector, uint32_t hold_us) {
-    const std::vector<v1::Adapter> adapters = Adapters(label_selector);
-    if (adapters.size() < kAdaptersPerHost) return false;
-    for (const v1::Adapter& a : adapters) {
-      if (!a.status().has_observed() || a.status().observed().decoded().hold_us() != hold_us) {
-        return false;
-      }
-    }
-    return true;
+    return EmulatedFleetTest::AllObserve(label_selector, kAdaptersPerHost, hold_us);
   }
 
   // How many of the host's adapters observe a hold other than `incumbent_us` now.
@@ -217,17 +122,6 @@ class HoldTuningTest : public ::testing::Test {
     if (!fleet_->ListEvents(WithDeadline(&context), request, &response).ok()) return {};
     return {response.events().begin(), response.events().end()};
   }
-
-  TempDir dir_{"rxfleet-hold-tuning"};
-  std::unique_ptr<ChildProcess> server_;
-  std::string address_;
-  std::unique_ptr<v1::FleetService::Stub> fleet_;
-  std::vector<Host> hosts_ = [] {
-    std::vector<Host> hosts(2);
-    hosts[0] = {"x86-1", "tuning-x86-usb3", "x86", nullptr, ""};
-    hosts[1] = {"pi1-1", "tuning-pi1-usb2", "pi1", nullptr, ""};
-    return hosts;
-  }();
 };
 
 const v1::HoldTuningSegment* FindSegment(const v1::HoldTuning& tuning, const std::string& board) {
@@ -346,7 +240,7 @@ TEST_F(HoldTuningTest, ProposesTheSyntheticOptimumPerSegmentAndApproveWritesTheR
   EXPECT_TRUE(approval);
 
   // The emulated registers agree with what the agents reported.
-  for (Host& host : hosts_) {
+  for (EmulatedHost& host : hosts_) {
     host.process->Terminate(absl::Seconds(15));
     host.process.reset();
     absl::StatusOr<nlohmann::json> state = ReadJsonFile(host.state_file);
