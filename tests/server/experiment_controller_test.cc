@@ -16,6 +16,7 @@
 #include "common/proto/time.h"
 #include "prometheus/text_serializer.h"
 #include "server/experiments/controller.h"
+#include "tests/server/controller_test_util.h"
 #include "tests/support/paths.h"
 
 namespace rxfleet::server {
@@ -27,32 +28,8 @@ using ::testing::IsEmpty;
 constexpr char kName[] = "hold-ab";
 const absl::Time kStart = absl::FromUnixSeconds(1800000000);
 
-v1::Adapter MakeAdapter(const std::string& host, const std::string& board, const std::string& id,
-                        v1::UsbSpeed speed) {
-  v1::Adapter adapter;
-  adapter.mutable_metadata()->set_name(id);
-  (*adapter.mutable_metadata()->mutable_labels())["board"] = board;
-  adapter.set_host_id(host);
-  adapter.mutable_status()->set_vid(0x0bda);
-  adapter.mutable_status()->set_pid(0x8912);
-  adapter.mutable_status()->set_chip("rtl8922au");
-  adapter.mutable_status()->set_layout(v1::RX_AGG_LAYOUT_V3);
-  adapter.mutable_status()->set_usb_speed(speed);
-  adapter.mutable_status()->set_state(v1::ADAPTER_STATE_APPLIED);
-  return adapter;
-}
-
-HostRecord MakeHost(const std::string& id, const std::string& board, int adapters,
-                    v1::UsbSpeed speed) {
-  HostRecord record;
-  record.host.mutable_metadata()->set_name(id);
-  (*record.host.mutable_metadata()->mutable_labels())["board"] = board;
-  record.host.mutable_status()->add_capabilities(kProbesCapability);
-  for (int i = 1; i <= adapters; ++i) {
-    record.adapters.push_back(MakeAdapter(id, board, absl::StrCat("port-", i), speed));
-  }
-  return record;
-}
+using ::rxfleet::server::testing::MakeAdapter;
+using ::rxfleet::server::testing::MakeHost;
 
 v1::Experiment HoldExperiment(const std::string& name = kName) {
   v1::Experiment e;
