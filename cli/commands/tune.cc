@@ -22,7 +22,7 @@ namespace rxfleet::cli {
 namespace {
 
 constexpr char kDocumentExample[] =
-    "Document (common/tuning/hold_tuning.h, docs/TUNING-DESIGN.md):\n"
+    "Document (docs/EXPERIMENTS.md, \"Tuning a hold\"):\n"
     "  apiVersion: rxfleet/v1\n  kind: HoldTuning\n  metadata: {name: hold-usb3}\n  spec:\n"
     "    selector: {chips: [rtl8922au]}\n    segments: [usb_speed, board]\n"
     "    candidates: [32us, 64us, 128us, 256us, 512us, 1024us]\n"
@@ -96,7 +96,7 @@ void AddTuneCommand(CLI::App& root, SelectedCommand* selected) {
       "  rxfleetctl tune describe hold-usb3\n"
       "  rxfleetctl tune approve hold-usb3 --segment usb_speed=super --segment board=x86\n"
       "  rxfleetctl tune stop hold-usb3\n\n"
-      "Reference: docs/TUNING-DESIGN.md, docs/CLI.md");
+      "Reference: docs/EXPERIMENTS.md (\"Tuning a hold\"), docs/CLI.md");
 
   {
     auto options = std::make_shared<TuneCreateOptions>();
