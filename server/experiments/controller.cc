@@ -251,7 +251,7 @@ std::optional<v1::ExperimentAssignment> ExperimentController::AssignmentFor(
   const absl::Time now = options_.clock();
   absl::MutexLock lock(&mu_);
   std::optional<Claim> claim = ClaimLocked(RunningEntries(), adapter, now, policies, ended);
-  if (!claim) return TuningClaimLocked(adapter, now, policies, ended);
+  if (!claim) return TuningClaimLocked(RunningTunings(), adapter, now, policies, ended);
   return experiments::AssignmentToProto(claim->entry->experiment,
                                         claim->entry->proto.metadata().generation(),
                                         adapter.adapter_id, claim->assignment);
@@ -261,17 +261,16 @@ std::vector<v1::ExperimentAssignment> ExperimentController::AssignmentsLocked(
     std::string_view host_id, absl::Time now) const {
   std::vector<v1::ExperimentAssignment> out;
   const std::vector<const Entry*> running = RunningEntries();
-  const bool tunings = std::any_of(tunings_.begin(), tunings_.end(),
-                                   [](const auto& t) { return Running(t.second); });
-  if (running.empty() && !tunings) return out;
+  const std::vector<const TuningEntry*> tunings = RunningTunings();
+  if (running.empty() && tunings.empty()) return out;
   const std::shared_ptr<const PolicySnapshot> policies = Policies();
   for (const v1::Adapter& adapter : deps_.registry->HostAdapters(host_id)) {
     const common::AdapterAttributes attributes = AttributesOf(adapter);
     std::optional<Claim> claim = ClaimLocked(running, attributes, now, policies->valid);
     if (!claim) {
-      if (!tunings) continue;
+      if (tunings.empty()) continue;
       std::optional<v1::ExperimentAssignment> tuned =
-          TuningClaimLocked(attributes, now, policies->valid);
+          TuningClaimLocked(tunings, attributes, now, policies->valid);
       if (tuned) out.push_back(*std::move(tuned));
       continue;
     }

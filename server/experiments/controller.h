@@ -348,11 +348,12 @@ class ExperimentController final : public ExperimentLayer {
   std::vector<const TuningEntry*> RunningTunings() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// The tuning hold of `adapter` at `now` if no experiment takes it: the oldest running tuning
   /// whose selector matches it, from which no policy keeps it, and whose planner has it explore
-  /// in the current block; skipping tuning `ended`.
+  /// in the current block; skipping tuning `ended`. `tunings`: RunningTunings(), computed once
+  /// per bundle rather than per adapter.
   std::optional<v1::ExperimentAssignment> TuningClaimLocked(
-      const common::AdapterAttributes& adapter, absl::Time now,
-      const std::vector<common::Policy>& policies, std::string_view ended = {}) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      const std::vector<const TuningEntry*>& tunings, const common::AdapterAttributes& adapter,
+      absl::Time now, const std::vector<common::Policy>& policies,
+      std::string_view ended = {}) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Whether a policy keeps `adapter` from the tuning's holds (KeptFrom over its candidates).
   bool TuningKept(const TuningEntry& entry, const common::AdapterAttributes& adapter,
                   const std::vector<common::Policy>& policies) const;

@@ -172,9 +172,9 @@ bool ExperimentController::TuningKept(const TuningEntry& entry,
 }
 
 std::optional<v1::ExperimentAssignment> ExperimentController::TuningClaimLocked(
-    const common::AdapterAttributes& adapter, absl::Time now,
-    const std::vector<common::Policy>& policies, std::string_view ended) const {
-  for (const TuningEntry* entry : RunningTunings()) {  // oldest first, as experiments
+    const std::vector<const TuningEntry*>& tunings, const common::AdapterAttributes& adapter,
+    absl::Time now, const std::vector<common::Policy>& policies, std::string_view ended) const {
+  for (const TuningEntry* entry : tunings) {  // oldest first, as experiments
     if (!common::Matches(entry->tuning.selector, adapter) ||
         TuningKept(*entry, adapter, policies)) {
       continue;
