@@ -54,6 +54,13 @@ CheckResult CheckHoldTuning(const HoldTuning& t) {
     return Fail(std::move(p->field), std::move(p->message));
   }
   if (CheckResult p = experiments::CheckSegmentKeys(t.segment_keys)) return p;
+  for (size_t i = 0; i < t.segment_keys.size(); ++i) {
+    if (t.segment_keys[i] != experiments::kSegmentHost) continue;
+    return Fail(absl::StrCat("spec.segments[", i, "]"),
+                "`host` cannot be a tuning segment: a proposal becomes a policy, and policies "
+                "select hosts by their labels, not by host id; give the hosts a label and "
+                "segment by it");
+  }
 
   if (t.candidates_us.size() < kMinCandidates || t.candidates_us.size() > kMaxCandidates) {
     return Fail("spec.candidates",

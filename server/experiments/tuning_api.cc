@@ -49,13 +49,6 @@ absl::StatusOr<v1::CreateHoldTuningResponse> ExperimentController::CreateHoldTun
       !s.ok()) {
     return s;
   }
-  if (std::find(t->segment_keys.begin(), t->segment_keys.end(), experiments::kSegmentHost) !=
-      t->segment_keys.end()) {
-    return absl::InvalidArgumentError(
-        "spec.segment_label_keys: `host` cannot be a tuning segment: a proposal becomes a "
-        "policy, and policies select hosts by their labels, not by host id; give the hosts a "
-        "label and segment by it");
-  }
   const absl::Time now = options_.clock();
   v1::HoldTuning to_store;
   to_store.mutable_metadata()->set_name(name);

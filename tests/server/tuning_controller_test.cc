@@ -439,11 +439,15 @@ TEST_F(TuningControllerTest, TuningsAndExperimentsShareNames) {
 }
 
 TEST_F(TuningControllerTest, RefusesHostSegmentsAndADryRunStoresNothing) {
-  std::string host = kTuning;
-  host.replace(host.find("[usb_speed, board]"), 18, "[host]");
-  absl::Status refused = Create(host).status();
+  // rxfleetctl refuses such a document at its line; a request built by another client is
+  // refused by the server with the same rule.
+  v1::CreateHoldTuningRequest host;
+  *host.mutable_tuning() = tuning::HoldTuningToProto(MustParse(kTuning));
+  host.mutable_tuning()->mutable_spec()->clear_segment_label_keys();
+  host.mutable_tuning()->mutable_spec()->add_segment_label_keys("host");
+  absl::Status refused = controller_->CreateHoldTuning(host).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(refused.message(), HasSubstr("host"));
+  EXPECT_THAT(refused.message(), HasSubstr("spec.segments[0]: `host` cannot be a tuning segment"));
   absl::StatusOr<v1::CreateHoldTuningResponse> dry = Create(kTuning, /*dry_run=*/true);
   ASSERT_TRUE(dry.ok()) << dry.status();
   EXPECT_EQ(dry->eligible_adapters(), 16u);

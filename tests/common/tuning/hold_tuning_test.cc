@@ -170,6 +170,8 @@ TEST(ParseHoldTuningTest, Errors) {
       {"labels: {team: edge}", "labels: {team: \"bad value!\"}", "metadata.labels.team"},
       {"segments: [usb_speed, board]", "segments: [usb_speed, usb_speed]",
        "t.yaml:6:25: spec.segments[1]: duplicate segment key 'usb_speed'"},
+      {"segments: [usb_speed, board]", "segments: [usb_speed, host]",
+       "t.yaml:6:25: spec.segments[1]: `host` cannot be a tuning segment"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(ParseError(Edit(c.from, c.to)), HasSubstr(c.message)) << c.from << " -> " << c.to;
