@@ -80,10 +80,6 @@ absl::StatusOr<std::map<std::string, std::string>> MergeSegments(
   return segment;
 }
 
-std::string FormatSegmentValues(const google::protobuf::Map<std::string, std::string>& segment) {
-  return segment.empty() ? "<all>" : FormatLabels(segment);
-}
-
 }  // namespace
 
 void AddTuneCommand(CLI::App& root, SelectedCommand* selected) {
@@ -210,7 +206,9 @@ absl::Status RunTuneCreate(const TuneCreateOptions& options, FleetClient& client
   if (!segments.empty()) {
     Table table({"SEGMENT", "ADAPTERS"});
     for (const auto& segment : segments) {
-      table.AddRow({FormatSegmentValues(segment.segment()), absl::StrCat(segment.adapters())});
+      table.AddRow(
+          {FormatSegmentValues(response->tuning().spec().segment_label_keys(), segment.segment()),
+           absl::StrCat(segment.adapters())});
     }
     table.Print(out, "  ");
   }

@@ -20,7 +20,6 @@
 namespace rxfleet::cli {
 
 using describe_internal::Field;
-using describe_internal::FormatSegment;
 using describe_internal::PrintConditions;
 using describe_internal::PrintGuardrails;
 using describe_internal::PrintMetadata;
@@ -44,11 +43,6 @@ std::string Interval(double low, double high) {
   return absl::StrCat("[", Percent(low), ", ", Percent(high), "]");
 }
 
-std::string PValue(double p) {
-  if (!std::isfinite(p)) return "n/a";
-  return absl::StrFormat("%.3g", p);
-}
-
 // PAIRS .. P of one comparison: the columns of the proposal's confirmation row and of the
 // comparison table.
 std::vector<std::string> ComparisonCells(const v1::HoldTuningComparison& c,
@@ -59,7 +53,7 @@ std::vector<std::string> ComparisonCells(const v1::HoldTuningComparison& c,
           ObjectiveValue(metric, c.incumbent_mean()),
           Percent(c.relative_diff()),
           Interval(c.always_valid_ci95_low(), c.always_valid_ci95_high()),
-          PValue(c.always_valid_p_value())};
+          experiments::FormatPValue(c.always_valid_p_value())};
 }
 
 const std::vector<std::string>& ComparisonHeader() {
@@ -68,10 +62,10 @@ const std::vector<std::string>& ComparisonHeader() {
   return header;
 }
 
-void PrintTuningSegment(const v1::HoldTuningSegment& segment,
+void PrintTuningSegment(const v1::HoldTuningSpec& spec, const v1::HoldTuningSegment& segment,
                         const std::optional<experiments::Metric>& metric, absl::Time now,
                         std::ostream& out) {
-  out << "  Segment " << FormatSegment(segment.segment()) << ":\n";
+  out << "  Segment " << FormatSegmentValues(spec.segment_label_keys(), segment.segment()) << ":\n";
   Field(out, "    Phase",
         segment.reason().empty()
             ? OrNone(segment.phase())
@@ -89,6 +83,9 @@ void PrintTuningSegment(const v1::HoldTuningSegment& segment,
             : absl::StrCat(segment.round(), segment.confirmation() ? " (confirmation)" : ""));
   Field(out, "    Windows",
         absl::StrCat(segment.committed_windows(), " of ", segment.budget_windows(), " committed"));
+  if (segment.has_exploration_ends_by()) {
+    Field(out, "    Decides by", FormatTimeWithAge(segment.exploration_ends_by(), now));
+  }
   Field(out, "    Adapters",
         absl::StrCat(segment.adapters(), " (", segment.explorers(), " exploring per block)"));
   if (segment.candidates().empty()) {
@@ -184,11 +181,12 @@ void DescribeHoldTuning(const v1::HoldTuning& tuning, absl::Time now, std::ostre
     return;
   }
   out << "Segments:\n";
-  for (const auto& segment : status.segments()) PrintTuningSegment(segment, metric, now, out);
+  for (const auto& segment : status.segments()) PrintTuningSegment(spec, segment, metric, now, out);
   // The server's experiment-style report of each segment, as it rendered it.
   for (const auto& segment : status.segments()) {
     if (segment.evidence_text().empty()) continue;
-    out << "Evidence, segment " << FormatSegment(segment.segment()) << ":\n";
+    out << "Evidence, segment " << FormatSegmentValues(spec.segment_label_keys(), segment.segment())
+        << ":\n";
     out << segment.evidence_text();
     if (segment.evidence_text().back() != '\n') out << '\n';
   }

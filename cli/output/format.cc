@@ -93,6 +93,21 @@ std::string FormatLabels(const google::protobuf::Map<std::string, std::string>& 
   return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
 }
 
+std::string FormatSegmentValues(const google::protobuf::RepeatedPtrField<std::string>& keys,
+                                const google::protobuf::Map<std::string, std::string>& segment) {
+  if (segment.empty()) return "<all>";
+  std::vector<std::string> parts;
+  std::map<std::string, std::string> rest(segment.begin(), segment.end());
+  for (const std::string& key : keys) {
+    auto it = rest.find(key);
+    if (it == rest.end()) continue;
+    parts.push_back(absl::StrCat(it->first, "=", it->second));
+    rest.erase(it);
+  }
+  for (const auto& [key, value] : rest) parts.push_back(absl::StrCat(key, "=", value));
+  return absl::StrJoin(parts, ",");
+}
+
 const std::vector<std::string>& SettingsFieldNames() {
   static const auto* const kNames = new std::vector<std::string>{
       "hold_us", "count_threshold", "buffer_kib", "enable", "force_enable"};

@@ -79,6 +79,11 @@ std::string FormatVidPid(uint32_t vid, uint32_t pid);
 /// Labels sorted by key as "k=v,k2=v2"; "<none>" when empty.
 std::string FormatLabels(const google::protobuf::Map<std::string, std::string>& labels);
 
+/// Segment values as "k=v,k2=v2" in the order of `keys` (the resource's segment keys, as
+/// server messages order them), then any other keys sorted; "<all>" when empty.
+std::string FormatSegmentValues(const google::protobuf::RepeatedPtrField<std::string>& keys,
+                                const google::protobuf::Map<std::string, std::string>& segment);
+
 /// The RxAggSettings field names in display order with their snake_case proto names:
 /// hold_us, count_threshold, buffer_kib, enable, force_enable.
 const std::vector<std::string>& SettingsFieldNames();

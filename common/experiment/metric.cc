@@ -192,6 +192,12 @@ absl::StatusOr<double> ParseMetricValue(Metric metric, std::string_view text) {
   return value;
 }
 
+std::string FormatPValue(double p) {
+  if (!std::isfinite(p)) return "n/a";
+  if (p < 1e-4) return "<0.0001";
+  return absl::StrFormat("%.4f", p);
+}
+
 std::string FormatMetricValue(Metric metric, double value) {
   if (!std::isfinite(value)) return "n/a";
   const auto [scaled, unit] = Scale(UnitOf(metric), value);

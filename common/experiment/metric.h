@@ -112,4 +112,8 @@ std::string FormatMetricValue(Metric metric, double value);
 /// "-1.040 ms"; ratios in percentage points: "+81.90 pp"; counts: "+3.000").
 std::string FormatMetricDelta(Metric metric, double delta);
 
+/// Formats a p-value for tables: "<0.0001" below 1e-4, else 4 decimals ("0.0213"); "n/a"
+/// when not finite.
+std::string FormatPValue(double p);
+
 }  // namespace rxfleet::experiments

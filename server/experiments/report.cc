@@ -212,12 +212,6 @@ std::string Percent(double ratio) { return absl::StrFormat("%+.2f %%", ratio * 1
 
 }  // namespace
 
-std::string FormatPValue(double p) {
-  if (!std::isfinite(p)) return "n/a";
-  if (p < 1e-4) return "<0.0001";
-  return absl::StrFormat("%.4f", p);
-}
-
 absl::StatusOr<Report> ComputeReport(const Experiment& experiment, std::span<const Window> windows,
                                      const ReportOptions& options) {
   absl::StatusOr<Aggregate> aggregate = AggregateWindows(experiment, options.start, windows);
@@ -338,28 +332,41 @@ absl::StatusOr<Report> ComputeReportFromAggregate(const Experiment& e, const Agg
   return report;
 }
 
-std::string RenderReportText(const Report& r) {
+std::string RenderReportText(const Report& r) { return RenderReportText(r, ReportTextOptions{}); }
+
+std::string RenderReportText(const Report& r, const ReportTextOptions& options) {
+  const bool sequential = options.sequential;
   std::string out;
-  absl::StrAppend(&out, "Experiment ", r.experiment, ": ", ToAbslView(DesignName(r.design)),
-                  " design, primary metric ", ToAbslView(MetricName(r.primary_metric)), "\n");
-  std::vector<std::string> arms;
-  for (const ArmInfo& arm : r.arms) {
-    arms.push_back(absl::StrCat(arm.name, " (", arm.settings, ", weight ", arm.weight,
-                                arm.name == r.control_arm ? ", control)" : ")"));
+  if (!sequential) {
+    absl::StrAppend(&out, "Experiment ", r.experiment, ": ", ToAbslView(DesignName(r.design)),
+                    " design, primary metric ", ToAbslView(MetricName(r.primary_metric)), "\n");
+    std::vector<std::string> arms;
+    for (const ArmInfo& arm : r.arms) {
+      arms.push_back(absl::StrCat(arm.name, " (", arm.settings, ", weight ", arm.weight,
+                                  arm.name == r.control_arm ? ", control)" : ")"));
+    }
+    absl::StrAppend(&out, "Arms: ", absl::StrJoin(arms, "; "), "\n");
+    absl::StrAppend(
+        &out, "Planned: ", FormatUtc(r.start), " to ", FormatUtc(r.planned_end), "; report at ",
+        FormatUtc(r.generated),
+        r.interim ? " (INTERIM: fixed-horizon p-values are not final, see notes)" : " (final)",
+        "\n");
   }
-  absl::StrAppend(&out, "Arms: ", absl::StrJoin(arms, "; "), "\n");
-  absl::StrAppend(
-      &out, "Planned: ", FormatUtc(r.start), " to ", FormatUtc(r.planned_end), "; report at ",
-      FormatUtc(r.generated),
-      r.interim ? " (INTERIM: fixed-horizon p-values are not final, see notes)" : " (final)", "\n");
   uint64_t excluded = 0;
   for (const auto& [reason, count] : r.excluded) excluded += count;
   absl::StrAppend(&out, "Windows: ", r.windows_total, " received, ", r.windows_used, " used, ",
                   excluded, " excluded\n");
-  absl::StrAppend(&out, "Values: mean over adapters ± 95 % CI half-width; differences: ",
-                  r.design == Design::kParallel ? "Welch's t-test on adapter means"
-                                                : "paired t-test on per-adapter differences",
-                  "; * primary metric; ! not conclusive (see notes)\n");
+  if (sequential) {
+    absl::StrAppend(&out,
+                    "Values: mean over adapters ± 95 % CI half-width; differences: paired "
+                    "per adapter, always-valid (mSPRT) 95 % interval and p; * objective; ! not "
+                    "conclusive\n");
+  } else {
+    absl::StrAppend(&out, "Values: mean over adapters ± 95 % CI half-width; differences: ",
+                    r.design == Design::kParallel ? "Welch's t-test on adapter means"
+                                                  : "paired t-test on per-adapter differences",
+                    "; * primary metric; ! not conclusive (see notes)\n");
+  }
 
   for (const SegmentResult& segment : r.segments) {
     std::vector<std::string> counts;
@@ -376,10 +383,16 @@ std::string RenderReportText(const Report& r) {
     for (size_t i = 1; i < segment.arms.size(); ++i) treatments.push_back(segment.arms[i].arm);
     for (const std::string& arm : treatments) {
       header.push_back(absl::StrCat(arm, " - ", r.control_arm));
-      header.push_back("95 % CI");
-      header.push_back("p");
-      header.push_back("p (always valid)");
+      if (sequential) {
+        header.push_back("95 % CI (always valid)");
+        header.push_back("p (always valid)");
+      } else {
+        header.push_back("95 % CI");
+        header.push_back("p");
+        header.push_back("p (always valid)");
+      }
     }
+    const size_t per_treatment = sequential ? 3 : 4;
     std::vector<std::vector<std::string>> rows = {header};
     for (size_t m = 0; m < r.metrics.size(); ++m) {
       const Metric metric = r.metrics[m];
@@ -392,22 +405,24 @@ std::string RenderReportText(const Report& r) {
           if (candidate.arm == arm && candidate.metric == metric) c = &candidate;
         }
         if (c == nullptr || !c->estimate) {
-          row.insert(row.end(), {"n/a (not enough data)", "", "", ""});
+          row.push_back("n/a (not enough data)");
+          row.insert(row.end(), per_treatment - 1, "");
           continue;
         }
         const DifferenceEstimate& d = *c->estimate;
         std::string delta = FormatMetricDelta(metric, d.diff);
         if (d.relative) absl::StrAppend(&delta, " (", Percent(d.relative->value), ")");
         if (!c->conclusive) absl::StrAppend(&delta, " !");
-        std::string ci = absl::StrCat(FormatMetricDelta(metric, d.ci.low), " .. ",
-                                      FormatMetricDelta(metric, d.ci.high));
-        if (d.relative) {
+        const Interval& interval = sequential ? d.always_valid.ci : d.ci;
+        std::string ci = absl::StrCat(FormatMetricDelta(metric, interval.low), " .. ",
+                                      FormatMetricDelta(metric, interval.high));
+        if (d.relative && !sequential) {
           absl::StrAppend(&ci, " (", Percent(d.relative->ci.low), " .. ",
                           Percent(d.relative->ci.high), ")");
         }
         row.push_back(delta);
         row.push_back(ci);
-        row.push_back(FormatPValue(d.p_value));
+        if (!sequential) row.push_back(FormatPValue(d.p_value));
         row.push_back(FormatPValue(d.always_valid.p_value));
       }
       rows.push_back(std::move(row));

@@ -149,9 +149,6 @@ absl::StatusOr<Report> ComputeReportFromAggregate(const Experiment& experiment,
                                                   const Aggregate& aggregate,
                                                   const ReportOptions& options);
 
-/// Formats a p-value for tables: "<0.0001" below 1e-4, else 4 decimals ("0.0213").
-std::string FormatPValue(double p);
-
 /// Renders the report as plain text: a header (design, primary metric, windows used and
 /// excluded, interim or final), then per segment a table shaped like the measurement tables
 /// of the project (one row per metric, primary marked with '*', one column per arm with
@@ -160,5 +157,18 @@ std::string FormatPValue(double p);
 /// padded so the output reads as a table in a terminal and as Markdown. Deterministic, for
 /// golden tests and for rxfleetctl.
 std::string RenderReportText(const Report& report);
+
+/// How RenderReportText words a report.
+struct ReportTextOptions {
+  /// The report of a sequential procedure (a hold tuning, decided by the always-valid
+  /// statistics at any look): no experiment line, arms or planned end; per treatment arm the
+  /// difference, the always-valid (mSPRT) 95 % interval and p only (fixed-horizon intervals
+  /// and p-values are not valid there). The primary metric is named the objective. Notes are
+  /// printed as they are (a caller drops the ones that do not apply).
+  bool sequential = false;
+};
+
+/// RenderReportText worded as `options` says.
+std::string RenderReportText(const Report& report, const ReportTextOptions& options);
 
 }  // namespace rxfleet::experiments

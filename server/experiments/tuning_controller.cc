@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -354,6 +355,11 @@ v1::HoldTuningStatus ExperimentController::TuningStatusLocked(const TuningEntry&
     v->set_budget_windows(s.budget_windows);
     v->set_adapters(static_cast<uint32_t>(segment.input.adapters.size()));
     v->set_explorers(s.rounds.empty() ? 0 : s.rounds.back().explorers);
+    if (std::optional<absl::Time> by = tuning::ExplorationEndsBy(t, s)) {
+      *v->mutable_exploration_ends_by() = TimeToProto(*by);
+    } else {
+      v->clear_exploration_ends_by();
+    }
     if (!s.proposal) v->clear_proposal();
     *v->mutable_planner_state() = tuning::StateToProto(s);
   }

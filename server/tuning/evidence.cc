@@ -128,7 +128,9 @@ absl::StatusOr<Evidence> ComputeEvidence(
       experiments::ComputeReportFromAggregate(*e, *aggregate, options);
   if (!report.ok()) return report.status();
   std::erase_if(report->notes, [](const experiments::ReportNote& n) {
-    return n.code == experiments::kNoteUnbalancedArms;
+    // Unbalanced by design; and a tuning decides only on always-valid statistics, so the
+    // fixed-horizon peeking warning does not apply.
+    return n.code == experiments::kNoteUnbalancedArms || n.code == experiments::kNotePeeking;
   });
 
   Evidence ev;
@@ -216,7 +218,7 @@ std::string RenderEvidenceText(const HoldTuning& t, const Evidence& ev) {
     if (!c.message.empty()) absl::StrAppend(&out, " (", c.message, ")");
     out.push_back('\n');
   }
-  absl::StrAppend(&out, "\n", experiments::RenderReportText(ev.report));
+  absl::StrAppend(&out, "\n", experiments::RenderReportText(ev.report, {.sequential = true}));
   return out;
 }
 

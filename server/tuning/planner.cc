@@ -183,9 +183,11 @@ std::string_view CandidateStatusName(CandidateStatus status) {
     case CandidateStatus::kGuardrail:
       return "guardrail";
     case CandidateStatus::kProposed:
+      return "proposed";
+    case CandidateStatus::kEnded:
       break;
   }
-  return "proposed";
+  return "ended";
 }
 
 absl::StatusOr<SegmentState> StartSegment(const HoldTuning& t, const SegmentInput& input,
@@ -282,6 +284,24 @@ std::vector<std::string> SlotAdaptersAt(const HoldTuning& t, const SegmentState&
   return out;
 }
 
+std::optional<absl::Time> ExplorationEndsBy(const HoldTuning& t, const SegmentState& s) {
+  if (s.phase != Phase::kExploring || s.rounds.empty()) return std::nullopt;
+  const Round& r = s.rounds.back();
+  uint64_t end_period = r.end_period;
+  uint64_t rounds_after = 0;
+  if (!r.confirmation && r.explorers > 0) {
+    const uint64_t committed = CommittedWindows(t, s);
+    const uint64_t remaining = s.budget_windows > committed ? s.budget_windows - committed : 0;
+    rounds_after = ExplorationRounds(r.challengers_us.size()) - 1;
+    // Each later round: a gap of 2 periods, then 2 periods per block of `explorers` slots
+    // (one more block for the rounding up); all of them together spend at most `remaining`.
+    const uint64_t windows_per_block = uint64_t{r.explorers} * t.WindowsPerPeriod();
+    end_period += 2 * (remaining / windows_per_block) + 4 * rounds_after;
+  }
+  const uint32_t last = static_cast<uint32_t>(std::min<uint64_t>(end_period, UINT32_MAX));
+  return PeriodStart(t, s, last) + Grace(t);
+}
+
 uint64_t CommittedWindows(const HoldTuning& t, const SegmentState& s) {
   uint64_t slots = 0;
   for (const Round& r : s.rounds) {
@@ -336,6 +356,7 @@ absl::StatusOr<SegmentState> Adopt(const HoldTuning& t, const SegmentState& stat
 
 SegmentState Stop(const SegmentState& state, absl::Time now, std::string_view message) {
   SegmentState s = state;
+  internal::EndActiveChallengers(s, message, now);
   Transition(s, Phase::kStopped, kReasonStoppedByUser, std::string(message), now);
   return s;
 }

@@ -106,9 +106,10 @@ enum class CandidateStatus : uint8_t {
   kHalved,     ///< ranked in the worse half at the end of a round
   kGuardrail,  ///< a guardrail was credibly broken
   kProposed,   ///< the winner (proposed or adopted)
+  kEnded,      ///< still in play when the segment stopped (incumbent kept, stopped by an operator)
 };
 
-/// "active", "halved", "guardrail", "proposed".
+/// "active", "halved", "guardrail", "proposed", "ended".
 std::string_view CandidateStatusName(CandidateStatus status);
 
 struct CandidateState {
@@ -203,6 +204,14 @@ std::vector<std::string> SlotAdaptersAt(const HoldTuning& tuning, const SegmentS
 /// Windows on challengers committed so far: periods started plus planned ones of the current
 /// round, times WindowsPerPeriod; never above budget_windows.
 uint64_t CommittedWindows(const HoldTuning& tuning, const SegmentState& state);
+
+/// While exploring: the latest time the exploration decides, if every remaining round runs
+/// with the current round's explorers per block and the rest of the budget is spent (each
+/// later round starts at the second period after the previous one's end; the last is judged
+/// windowLength + kEdgeTolerance after its end). A confirmation that clears minEffect,
+/// guardrails or fewer survivors end it sooner; adapters joining or leaving move it when the
+/// next round starts. nullopt in every other phase.
+std::optional<absl::Time> ExplorationEndsBy(const HoldTuning& tuning, const SegmentState& state);
 
 /// Advances the state to `now` given every window of the segment since the epoch start
 /// (others are ignored: AggregateWindows' exclusions). Applies, in order: guardrail

@@ -72,7 +72,11 @@ absl::StatusOr<Evidence> PairedEvidence(const HoldTuning& t, const SegmentState&
 void Transition(SegmentState& s, Phase phase, std::string_view reason, std::string message,
                 absl::Time now);
 
-/// Ends the exploration with the incumbent kept and the evidence of the whole epoch.
+/// Marks every challenger still in play kEnded at `now`, with `why` as its message.
+void EndActiveChallengers(SegmentState& s, std::string_view why, absl::Time now);
+
+/// Ends the exploration with the incumbent kept and the evidence of the whole epoch; the
+/// challengers still in play end (EndActiveChallengers).
 absl::Status KeepIncumbent(const HoldTuning& t, SegmentState& s, std::string message,
                            std::span<const experiments::Window> windows, absl::Time now);
 

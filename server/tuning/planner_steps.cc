@@ -157,8 +157,18 @@ void Transition(SegmentState& s, Phase phase, std::string_view reason, std::stri
 }
 
 // Ends the exploration with the incumbent kept, with the evidence of the whole epoch.
+void EndActiveChallengers(SegmentState& s, std::string_view why, absl::Time now) {
+  for (CandidateState& c : s.challengers) {
+    if (c.status != CandidateStatus::kActive) continue;
+    c.status = CandidateStatus::kEnded;
+    c.changed = now;
+    c.message = std::string(why);
+  }
+}
+
 absl::Status KeepIncumbent(const HoldTuning& t, SegmentState& s, std::string message,
                            std::span<const Window> windows, absl::Time now) {
+  EndActiveChallengers(s, message, now);
   if (!s.challengers.empty() && EndPeriod(s) > 0) {
     std::vector<ChallengerInfo> infos = Infos(s);
     absl::StatusOr<Evidence> ev = PairedEvidence(t, s, infos, 0, EndPeriod(s), windows, now);

@@ -86,7 +86,7 @@ absl::StatusOr<SegmentState> StateFromProto(const v1::HoldTuningPlannerState& p,
   s.epoch_start = TimeFromProto(p.epoch_start_time());
   s.exploration = p.exploration();
   for (const v1::HoldTuningPlannerState::Candidate& c : p.challengers()) {
-    if (c.status() > static_cast<uint32_t>(CandidateStatus::kProposed)) {
+    if (c.status() > static_cast<uint32_t>(CandidateStatus::kEnded)) {
       return absl::InvalidArgumentError(
           absl::StrCat("planner_state.challengers: unknown status ", c.status()));
     }

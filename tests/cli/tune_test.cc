@@ -212,8 +212,8 @@ TEST_F(TuneVerbsTest, CreateSendsTheDocumentWithItsDefaultsExplicit) {
   EXPECT_EQ(out_.str(),
             "holdtuning/hold-usb3 created (dry run): 14 eligible adapters in 2 segments\n"
             "  SEGMENT                     ADAPTERS\n"
-            "  board=x86,usb_speed=super   10\n"
-            "  board=pi1,usb_speed=high    4\n");
+            "  usb_speed=super,board=x86   10\n"
+            "  usb_speed=high,board=pi1    4\n");
 
   // From standard input, stored for real.
   std::ifstream file(TuningFile("hold-usb3.yaml"));

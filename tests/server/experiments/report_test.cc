@@ -364,6 +364,16 @@ TEST(RenderReportTextTest, Golden) {
   EXPECT_THAT(text, HasSubstr("(STOPPED)"));
   EXPECT_THAT(text, HasSubstr("[guardrail_tripped] Arm short stopped in usb_speed=high, "
                               "board=pi1 (GuardrailTripped)"));
+
+  // Worded for a sequential procedure: only the always-valid interval and p per arm.
+  const std::string sequential = RenderReportText(r, {.sequential = true});
+  EXPECT_THAT(sequential, Not(HasSubstr("Planned:")));
+  EXPECT_THAT(sequential, Not(HasSubstr("Experiment ")));
+  EXPECT_THAT(sequential, HasSubstr("| rx_throughput_bps *"));
+  EXPECT_THAT(sequential, HasSubstr("95 % CI (always valid)"));
+  EXPECT_THAT(sequential, HasSubstr("p (always valid)"));
+  EXPECT_THAT(sequential, Not(HasSubstr("| p ")));
+  EXPECT_THAT(sequential, HasSubstr("(STOPPED)"));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kTuning[] = R"(apiVersion: rxfleet/v1
 kind: HoldTuning
@@ -83,7 +84,14 @@ TEST(EvidenceTest, EmptyWindowsGiveAnInconclusiveRow) {
   ASSERT_EQ(ev->candidates[0].guardrails.size(), 2u);
   EXPECT_EQ(ev->candidates[0].guardrails[0].check.state,
             experiments::GuardrailState::kNotEnoughData);
-  EXPECT_THAT(RenderEvidenceText(t, *ev), HasSubstr("128µs [active]: 0 pairs"));
+  const std::string text = RenderEvidenceText(t, *ev);
+  EXPECT_THAT(text, HasSubstr("128µs [active]: 0 pairs"));
+  // A tuning is judged on always-valid statistics at every look: no experiment header, no
+  // planned end and no fixed-horizon peeking warning.
+  EXPECT_THAT(text, Not(HasSubstr("Experiment ")));
+  EXPECT_THAT(text, Not(HasSubstr("Planned:")));
+  EXPECT_THAT(text, Not(HasSubstr("[peeking]")));
+  EXPECT_THAT(text, HasSubstr("always-valid (mSPRT) 95 % interval and p; * objective"));
 }
 
 }  // namespace

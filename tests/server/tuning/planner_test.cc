@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/experiments/guardrails.h"
@@ -165,6 +167,38 @@ TEST(PlannerTest, HalvesInOrderAndProposesThePeakHold) {
   EXPECT_FALSE(ShouldAutoApply(sim.tuning(), s));
 }
 
+// The deadline shown while exploring holds: the exploration decides by then, whether a
+// winner is found early, guardrails drop holds, or the whole budget is spent on a flat model.
+// The simulation updates at period ends, a period later at most than the server's steps.
+TEST(PlannerTest, AnExplorationDecidesByItsDeadline) {
+  for (const auto& [name, model] : std::vector<std::pair<std::string, testing::HoldModel>>{
+           {"peak", PeakAt128}, {"drops", DropsBelow512}, {"flat", Flat}}) {
+    SegmentSim sim(MustParseTuning(kTuning), Segment(10, 1024), model);
+    ASSERT_TRUE(sim.Start().ok());
+    const std::optional<absl::Time> first = ExplorationEndsBy(sim.tuning(), sim.state());
+    ASSERT_TRUE(first.has_value()) << name;
+    absl::Time t = kStart;
+    std::optional<absl::Time> latest = first;
+    for (int i = 0; i < 600 && sim.state().phase == Phase::kExploring; ++i) {
+      absl::StatusOr<absl::Time> next = sim.RunPeriod(t);
+      ASSERT_TRUE(next.ok()) << next.status();
+      t = *next;
+      if (sim.state().phase != Phase::kExploring) break;
+      latest = ExplorationEndsBy(sim.tuning(), sim.state());
+      ASSERT_TRUE(latest.has_value());
+      // Only a guardrail drop (budget freed for later rounds) may move it out.
+      if (name != "drops") {
+        EXPECT_LE(*latest, *first) << name;
+      }
+    }
+    ASSERT_NE(sim.state().phase, Phase::kExploring) << name;
+    const absl::Time decided = sim.state().last_transition;
+    EXPECT_LE(decided, *first + sim.tuning().period_length) << name;
+    EXPECT_LE(decided, *latest + sim.tuning().period_length) << name;
+    EXPECT_FALSE(ExplorationEndsBy(sim.tuning(), sim.state()).has_value()) << name;
+  }
+}
+
 TEST(PlannerTest, NoProposalBeforeEveryGuardrailHasItsOwnMinimumOfData) {
   // The drop guardrail wants 5000 windows of a hold, more than the whole budget: the winner
   // is never known to be safe, so the incumbent is kept.
@@ -226,6 +260,17 @@ TEST(PlannerTest, ATimeOfDaySwingNeitherHidesTheWinnerNorMakesAnEqualHoldWin) {
   ASSERT_TRUE(flat.Start().ok());
   ASSERT_TRUE(flat.RunWhile(Phase::kExploring, kStart, 600).ok());
   EXPECT_EQ(flat.state().reason, kReasonIncumbentKept) << flat.state().message;
+  // No challenger is left "active" once the incumbent is kept: the ones still in play ended,
+  // each with the reason the segment gives.
+  size_t ended = 0;
+  for (const CandidateState& c : flat.state().challengers) {
+    EXPECT_NE(c.status, CandidateStatus::kActive) << c.hold_us;
+    if (c.status != CandidateStatus::kEnded) continue;
+    ++ended;
+    EXPECT_EQ(c.message, flat.state().message);
+    EXPECT_EQ(c.changed, flat.state().last_transition);
+  }
+  EXPECT_GE(ended, 1u);
 }
 
 TEST(PlannerTest, GuardrailRulesOutShortHoldsAtTheFirstCredibleBreach) {
@@ -375,6 +420,10 @@ TEST(PlannerTest, AdoptNeedsAProposalAndStopReturnsToTheIncumbent) {
             absl::StatusCode::kFailedPrecondition);
   const SegmentState stopped = Stop(*s, kStart + absl::Minutes(5), "operator");
   EXPECT_EQ(stopped.reason, kReasonStoppedByUser);
+  for (const CandidateState& c : stopped.challengers) {
+    EXPECT_EQ(c.status, CandidateStatus::kEnded) << c.hold_us;
+    EXPECT_EQ(c.message, "operator");
+  }
   absl::StatusOr<std::vector<HoldAssignment>> plan = PlanAt(t, stopped, kStart + absl::Minutes(6));
   ASSERT_TRUE(plan.ok());
   for (const HoldAssignment& a : *plan) EXPECT_EQ(a.hold_us, 128u);
