@@ -273,6 +273,7 @@ class ExperimentController final : public ExperimentLayer {
   /// that every server on the database stored.
   struct WindowCache {
     std::optional<std::vector<experiments::Window>> windows;  ///< nullopt: not loaded
+    std::vector<int64_t> ids;  ///< WindowRow::id of each of `windows`, same order
     /// The position in the store, and the ids of the rows held that the next read may return
     /// again (write_seq at or above cursor).
     uint64_t cursor = 0;
@@ -335,6 +336,8 @@ class ExperimentController final : public ExperimentLayer {
     /// Segments waiting for enough adapters, for the status: "usb_speed=high: 2 adapters".
     std::vector<std::string> waiting;
     bool status_dirty = false;  ///< a status save failed: retry at the next step
+    /// Windows that started before this were deleted (PruneTuningWindows).
+    absl::Time windows_pruned_before = absl::InfinitePast();
   };
 
   ExperimentController(ExperimentControllerOptions options, ExperimentControllerDeps deps);
@@ -383,6 +386,12 @@ class ExperimentController final : public ExperimentLayer {
   /// The windows of `entry` (FollowWindows plus the counts).
   absl::StatusOr<const std::vector<experiments::Window>*> TuningWindows(TuningEntry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Deletes (store and cache) the windows of a running tuning that no segment reads any
+  /// more: each reads only the windows of its current epoch, a stopped segment none. Runs
+  /// once the oldest epoch still read has moved a period on; keeps a margin of a period and
+  /// two window lengths before it, so no window near the boundary is still being written.
+  /// Scheduler only (the delete is fenced by tick_fence_); a failure is logged and retried.
+  void PruneTuningWindows(TuningEntry& entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Writes the proposals of `segments` (all proposed ones if empty) of tuning `name` as
   /// policies and adopts them (ApproveHoldTuning and autoApply). Must be called without mu_.
   absl::StatusOr<v1::ApproveHoldTuningResponse> Approve(

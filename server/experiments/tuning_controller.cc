@@ -423,6 +423,75 @@ absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::Tu
   return windows;
 }
 
+void ExperimentController::PruneTuningWindows(TuningEntry& entry, absl::Time now) {
+  WindowCache& cache = entry.cache;
+  if (!cache.windows.has_value()) return;
+  const tuning::HoldTuning& t = entry.tuning;
+  absl::Time oldest = now;
+  for (const auto& [values, segment] : entry.segments) {
+    if (segment.state.phase != tuning::Phase::kStopped) {
+      oldest = std::min(oldest, segment.state.epoch_start);
+    }
+  }
+  const absl::Time cutoff = oldest - t.period_length - 2 * t.window_length;
+  if (cutoff < entry.windows_pruned_before + t.period_length) return;
+  // Rows below the first one of a window at or after the cutoff all started before it.
+  std::vector<experiments::Window>& windows = *cache.windows;
+  int64_t below = 0;
+  bool any_old = false;
+  bool boundary = false;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    if (windows[i].start >= cutoff) {
+      if (!boundary || cache.ids[i] < below) below = cache.ids[i];
+      boundary = true;
+    } else {
+      any_old = true;
+    }
+  }
+  if (!boundary) {
+    for (int64_t id : cache.ids) below = std::max(below, id + 1);
+  }
+  if (!any_old || below == 0) {
+    entry.windows_pruned_before = cutoff;
+    return;
+  }
+  const std::string& name = t.name;
+  absl::StatusOr<uint64_t> deleted = deps_.store->DeleteWindowsBelow(name, below, tick_fence_);
+  if (!deleted.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("hold tuning ", name,
+                                         ": cannot delete the windows no segment reads (will "
+                                         "retry): ",
+                                         deleted.status().message()));
+    return;
+  }
+  entry.windows_pruned_before = cutoff;
+  uint64_t kept = 0;
+  uint64_t erased_valid = 0;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    if (cache.ids[i] < below) {
+      erased_valid += windows[i].valid ? 1 : 0;
+      continue;
+    }
+    if (kept != i) {
+      windows[kept] = std::move(windows[i]);
+      cache.ids[kept] = cache.ids[i];
+    }
+    ++kept;
+  }
+  windows.resize(kept);
+  cache.ids.resize(kept);
+  cache.rows = cache.rows > *deleted ? cache.rows - *deleted : 0;
+  cache.valid_rows = cache.valid_rows > erased_valid ? cache.valid_rows - erased_valid : 0;
+  entry.windows = entry.windows > *deleted ? entry.windows - *deleted : 0;
+  entry.valid_windows = entry.valid_windows > erased_valid ? entry.valid_windows - erased_valid : 0;
+  if (*deleted > 0) {
+    Log(LogLevel::kInfo,
+        absl::StrCat("hold tuning ", name, ": deleted ", *deleted,
+                     " metric windows that started before ", absl::FormatTime(cutoff),
+                     " (no segment reads them any more)"));
+  }
+}
+
 absl::StatusOr<std::vector<std::string>> ExperimentController::AcceptTuningWindowLocked(
     const TuningEntry& entry, const v1::Adapter& adapter, const v1::MetricWindow& window,
     absl::Time start, absl::Duration duration, absl::Time now) const {

@@ -176,6 +176,7 @@ ExperimentController::StepResult ExperimentController::TuningStep(
     }
     if (waiting != entry.waiting) changed = true;  // the SegmentsWaiting condition
     entry.waiting = std::move(waiting);
+    if (windows.ok()) PruneTuningWindows(entry, now);
   }
   for (auto& [values, segment] : entry.segments) {
     RefreshAssigned(entry, segment, now, /*force=*/changed);

@@ -223,6 +223,7 @@ absl::StatusOr<const std::vector<experiments::Window>*> ExperimentController::Fo
         // would fail the whole aggregation: leave it out.
         if (w.segment.size() != segment_keys || w.duration <= absl::ZeroDuration()) return;
         cache.windows->push_back(std::move(w));
+        cache.ids.push_back(row.id);
       });
   if (!next.ok()) {
     if (cache.rows == 0 && cache.windows->empty()) {

@@ -170,4 +170,23 @@ absl::StatusOr<uint64_t> PostgresStore::DeleteWindowsOfExperimentsEndedBefore(
   }
 }
 
+absl::StatusOr<uint64_t> PostgresStore::DeleteWindowsBelow(std::string_view experiment,
+                                                           int64_t below_id,
+                                                           const LeaseFence* fence) {
+  absl::MutexLock lock(&mu_);
+  try {
+    pq::Connection& conn = Connected();
+    pq::Transaction transaction(conn);
+    if (absl::Status s = postgres::CheckFence(conn, fence); !s.ok()) return s;
+    pq::Result deleted = conn.Exec("DELETE FROM metric_windows WHERE experiment = $1 AND id < $2",
+                                   pq::Params().Text(experiment).Int(below_id));
+    transaction.Commit();
+    return static_cast<uint64_t>(deleted.affected());
+  } catch (const pq::Error& e) {
+    return pq::StatusFromPq(
+        e, absl::StrCat("cannot delete old metric windows of ", common::ToAbslView(experiment)),
+        name_);
+  }
+}
+
 }  // namespace rxfleet::server

@@ -78,6 +78,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::map<std::string, WindowCounts>> CountWindows() override;
   absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(absl::Time ended_before,
                                                                  const LeaseFence* fence) override;
+  absl::StatusOr<uint64_t> DeleteWindowsBelow(std::string_view experiment, int64_t below_id,
+                                              const LeaseFence* fence) override;
   absl::Status ImportSnapshot(const StoreSnapshot& snapshot) override;
   absl::StatusOr<Lease> AcquireLease(std::string_view name, std::string_view holder,
                                      absl::Duration ttl) override;

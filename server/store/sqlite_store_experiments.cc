@@ -176,4 +176,25 @@ absl::StatusOr<uint64_t> SqliteStore::DeleteWindowsOfExperimentsEndedBefore(
   }
 }
 
+absl::StatusOr<uint64_t> SqliteStore::DeleteWindowsBelow(std::string_view experiment,
+                                                         int64_t below_id,
+                                                         const LeaseFence* fence) {
+  absl::MutexLock lock(&mu_);
+  try {
+    SQLite::Database& db = *db_;
+    SQLite::Transaction transaction(db, SQLite::TransactionBehavior::IMMEDIATE);
+    if (absl::Status s = CheckSqliteFence(db, fence); !s.ok()) return s;
+    SQLite::Statement remove(db, "DELETE FROM metric_windows WHERE experiment = ? AND id < ?");
+    remove.bind(1, std::string(experiment));
+    remove.bind(2, below_id);
+    const int deleted = remove.exec();
+    transaction.commit();
+    return static_cast<uint64_t>(deleted);
+  } catch (const SQLite::Exception& e) {
+    return StatusFromSqlite(
+        e, absl::StrCat("cannot delete old metric windows of ", common::ToAbslView(experiment)),
+        path_);
+  }
+}
+
 }  // namespace rxfleet::server

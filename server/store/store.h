@@ -414,6 +414,12 @@ class Store {
   /// returns how many were deleted. `fence` as for UpdateExperimentStatus.
   virtual absl::StatusOr<uint64_t> DeleteWindowsOfExperimentsEndedBefore(
       absl::Time ended_before, const LeaseFence* fence) = 0;
+  /// Deletes the windows of `experiment` (an experiment or a hold tuning) whose row id
+  /// (WindowRow::id) is below `below_id`; returns how many were deleted. How a running hold
+  /// tuning drops the windows none of its segments reads any more. `fence` as for
+  /// UpdateExperimentStatus.
+  virtual absl::StatusOr<uint64_t> DeleteWindowsBelow(std::string_view experiment, int64_t below_id,
+                                                      const LeaseFence* fence) = 0;
 
   /// Writes `snapshot` verbatim into this database, which must be empty, in one transaction:
   /// rows keep their metadata (uids, resource versions, generations, times), events their

@@ -704,6 +704,43 @@ TEST_P(StoreContractTest, WindowsAreFollowedFromACursor) {
   EXPECT_THAT(hosts, ::testing::ElementsAre("h1", "h2", "h3"));
 }
 
+// A running tuning drops the windows its segments no longer read: those of its own below a
+// row id, never another's, and a follower's cursor carries on with the rest.
+TEST_P(StoreContractTest, WindowsBelowARowIdAreDeletedForOneExperimentOnly) {
+  std::unique_ptr<Store> store = OpenStore(location());
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store
+                  ->AddWindows({MakeWindow("hold-ab", "h1", {"super"}, true),
+                                MakeWindow("other", "h9", {"x"}, true),
+                                MakeWindow("hold-ab", "h2", {"high"}, true),
+                                MakeWindow("hold-ab", "h3", {"high"}, true)})
+                  .ok());
+  std::vector<std::pair<int64_t, std::string>> rows;
+  absl::StatusOr<uint64_t> cursor = store->ForEachWindowSince(
+      "hold-ab", 0,
+      [&](const WindowRow& row, const std::string& host, std::vector<std::string>,
+          const v1::MetricWindow&) { rows.emplace_back(row.id, host); });
+  ASSERT_TRUE(cursor.ok()) << cursor.status();
+  ASSERT_EQ(rows.size(), 3u);
+  // Below h3's row: h1 and h2 go, "other" stays although its id is lower.
+  absl::StatusOr<uint64_t> deleted = store->DeleteWindowsBelow("hold-ab", rows[2].first, nullptr);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2u);
+  EXPECT_EQ((*store->CountWindows())["hold-ab"].total, 1u);
+  EXPECT_EQ((*store->CountWindows())["other"].total, 1u);
+  EXPECT_EQ(*store->DeleteWindowsBelow("hold-ab", rows[2].first, nullptr), 0u);
+  ASSERT_TRUE(store->AddWindows({MakeWindow("hold-ab", "h4", {"high"}, true)}).ok());
+  std::vector<std::string> later;
+  ASSERT_TRUE(store
+                  ->ForEachWindowSince(
+                      "hold-ab", *cursor,
+                      [&](const WindowRow&, const std::string& host, std::vector<std::string>,
+                          const v1::MetricWindow&) { later.push_back(host); })
+                  .ok());
+  EXPECT_THAT(later, ::testing::Contains("h4"));
+  EXPECT_THAT(later, ::testing::Not(::testing::Contains("h1")));
+}
+
 // The revision is what replicas watch: every configuration change moves it, in the same
 // transaction; registry, events and windows never do, and neither does a write that changed
 // nothing. LoadConfig reads it with the policies and the bundle version in one snapshot.
@@ -814,6 +851,8 @@ TEST_P(StoreContractTest, LeasesRenewKeepTheirEpochAndFenceStaleHolders) {
   EXPECT_THAT(fenced.status().message(),
               HasSubstr("lease experiments is no longer held by a:7443 at epoch 1"));
   EXPECT_EQ(store->DeleteWindowsOfExperimentsEndedBefore(kNow, &current).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(store->DeleteWindowsBelow("hold-ab", INT64_MAX, &current).status().code(),
             absl::StatusCode::kAborted);
   EXPECT_EQ(store->LoadConfig()->revision, revision) << "a fenced-out write changed nothing";
   EXPECT_EQ((*store->LoadExperiments())[0].status().phase(), v1::EXPERIMENT_PHASE_COMPLETED);

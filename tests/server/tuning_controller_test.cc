@@ -517,6 +517,62 @@ TEST_F(TuningControllerTest, APolicyChangingTheIncumbentStartsTheSegmentAnew) {
   EXPECT_EQ(Segment(t, "pi1")->incumbent_hold_us(), 1024u);  // untouched
 }
 
+// A long-running tuning does not keep what it no longer reads: once every segment's epoch
+// has moved on (here both restart when their policies change), the windows before it, less
+// a margin of a period and two windows, leave the store and the counts; the rest stay.
+TEST_F(TuningControllerTest, WindowsNoSegmentReadsAreDeletedWhileItRuns) {
+  ASSERT_TRUE(Create().ok());
+  for (int i = 0; i < 90; ++i) Minute();
+  const auto starts = [&] {
+    std::vector<absl::Time> out;
+    EXPECT_TRUE(store_
+                    ->ForEachWindow(kName,
+                                    [&](const std::string&, std::vector<std::string>,
+                                        const v1::MetricWindow& w) {
+                                      out.push_back(common::TimeFromProto(w.window_start_time()));
+                                    })
+                    .ok());
+    return out;
+  };
+  const std::vector<absl::Time> before = starts();
+  ASSERT_GT(before.size(), 100u);
+  const uint64_t valid_before = Get().status().valid_windows();
+  for (const auto& [board, hold] : {std::pair<std::string, uint32_t>{"x86", 256},
+                                    std::pair<std::string, uint32_t>{"pi1", 512}}) {
+    v1::Policy pin;
+    pin.mutable_metadata()->set_name("pin-" + board);
+    pin.mutable_metadata()->set_resource_version("100");
+    pin.mutable_metadata()->set_generation(1);
+    (*pin.mutable_spec()->mutable_selector()->mutable_match_labels())["board"] = board;
+    pin.mutable_spec()->mutable_settings()->set_hold_us(hold);
+    policies_.Put(pin, ++version_);
+  }
+  const absl::Time restart = now_ + absl::Minutes(1);  // the tick that restarts both
+  Minute();
+  ASSERT_EQ(Segment(Get(), "x86")->incumbent_hold_us(), 256u);
+  ASSERT_EQ(Segment(Get(), "pi1")->incumbent_hold_us(), 512u);
+  const absl::Time cutoff = restart - absl::Minutes(10) - absl::Minutes(2);
+  const std::vector<absl::Time> after = starts();
+  size_t kept = 0;
+  for (absl::Time t : before) kept += t >= cutoff ? 1 : 0;
+  size_t old = 0;
+  size_t kept_after = 0;
+  for (absl::Time t : after) {
+    old += t < cutoff ? 1 : 0;
+    kept_after += (t >= cutoff && t < restart - absl::Minutes(1)) ? 1 : 0;
+  }
+  EXPECT_EQ(old, 0u) << "windows before the margin are deleted";
+  EXPECT_EQ(kept_after, kept) << "windows within the margin stay";
+  EXPECT_LT(Get().status().valid_windows(), valid_before);
+  absl::StatusOr<std::map<std::string, WindowCounts>> counts = store_->CountWindows();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ((*counts)[kName].total, after.size());
+  // The tuning carries on in its new epochs.
+  for (int i = 0; i < 30; ++i) Minute();
+  EXPECT_EQ(Segment(Get(), "x86")->phase(), "exploring");
+  EXPECT_GT(starts().size(), after.size());
+}
+
 TEST_F(TuningControllerTest, APolicyAtTheHighestPriorityKeepsAdaptersOut) {
   v1::Policy pin;
   pin.mutable_metadata()->set_name("pin-pi1");
