@@ -197,7 +197,7 @@ CheckResult CheckGuardrails(const std::vector<Guardrail>& guardrails) {
   return std::nullopt;
 }
 
-CheckResult CheckSegmentKeys(const std::vector<std::string>& keys) {
+CheckResult CheckSegmentKeys(const std::vector<std::string>& keys, bool host_allowed) {
   auto fail = [](std::string field, std::string message) -> CheckResult {
     return FieldError{std::move(field), std::move(message)};
   };
@@ -209,9 +209,8 @@ CheckResult CheckSegmentKeys(const std::vector<std::string>& keys) {
     const std::string path = absl::StrCat("spec.segments[", i, "]");
     if (!IsBuiltinSegmentKey(key)) {
       if (absl::Status s = common::ValidateLabelKey(key); !s.ok()) {
-        return fail(path, absl::StrCat(s.message(),
-                                       " (segments are usb_speed, chip, host or a "
-                                       "host label key)"));
+        return fail(path, absl::StrCat(s.message(), " (segments are usb_speed, chip",
+                                       host_allowed ? ", host " : " ", "or a host label key)"));
       }
     }
     const auto seen = keys.begin() + static_cast<std::ptrdiff_t>(i);

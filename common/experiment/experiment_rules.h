@@ -39,8 +39,9 @@ CheckResult CheckSwitchbackPeriod(absl::Duration window_length, absl::Duration p
 CheckResult CheckGuardrails(const std::vector<Guardrail>& guardrails);
 
 /// Segment keys: at most 4, unique, usb_speed, chip, host or a valid host label key
-/// ("spec.segments[i]").
-CheckResult CheckSegmentKeys(const std::vector<std::string>& keys);
+/// ("spec.segments[i]"). `host_allowed` only changes the message of an invalid key, which lists
+/// the keys the document accepts; the caller refuses `host` itself (hold tunings do).
+CheckResult CheckSegmentKeys(const std::vector<std::string>& keys, bool host_allowed = true);
 
 /// minAdaptersPerArm in 2..100000 and minWindowsPerArm in 1..10000000.
 CheckResult CheckArmMinimums(uint32_t min_adapters, uint32_t min_windows);

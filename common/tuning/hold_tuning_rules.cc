@@ -53,7 +53,9 @@ CheckResult CheckHoldTuning(const HoldTuning& t) {
           common::FindSelectorProblem(t.selector, "spec.selector")) {
     return Fail(std::move(p->field), std::move(p->message));
   }
-  if (CheckResult p = experiments::CheckSegmentKeys(t.segment_keys)) return p;
+  if (CheckResult p = experiments::CheckSegmentKeys(t.segment_keys, /*host_allowed=*/false)) {
+    return p;
+  }
   for (size_t i = 0; i < t.segment_keys.size(); ++i) {
     if (t.segment_keys[i] != experiments::kSegmentHost) continue;
     return Fail(absl::StrCat("spec.segments[", i, "]"),

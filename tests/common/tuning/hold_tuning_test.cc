@@ -13,6 +13,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Line numbers matter to the error tests below.
 constexpr char kExample[] = R"(apiVersion: rxfleet/v1
@@ -176,6 +177,15 @@ TEST(ParseHoldTuningTest, Errors) {
   for (const Case& c : cases) {
     EXPECT_THAT(ParseError(Edit(c.from, c.to)), HasSubstr(c.message)) << c.from << " -> " << c.to;
   }
+}
+
+TEST(ParseHoldTuningTest, AnInvalidSegmentKeyListsOnlyTheKeysATuningAccepts) {
+  // `host` is refused as a tuning segment, so the hint after an invalid key must not offer it.
+  const std::string error =
+      ParseError(Edit("segments: [usb_speed, board]", "segments: [usb_speed, \"bad key!\"]"));
+  EXPECT_THAT(error, HasSubstr("t.yaml:6:25: spec.segments[1]: "));
+  EXPECT_THAT(error, HasSubstr("(segments are usb_speed, chip or a host label key)"));
+  EXPECT_THAT(error, Not(HasSubstr("host or")));
 }
 
 TEST(ParseHoldTuningTest, HoldsAreCheckedLikePolicyHolds) {
