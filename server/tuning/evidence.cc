@@ -191,10 +191,11 @@ absl::StatusOr<Evidence> ComputeEvidence(
 
 std::string RenderEvidenceText(const HoldTuning& t, const Evidence& ev) {
   const Metric m = t.objective.metric;
-  std::string out = absl::StrCat("segment ", experiments::FormatSegment(t.segment_keys, ev.segment),
-                                 ", incumbent ", common::FormatHoldUs(ev.incumbent_hold_us),
-                                 ", periods ", ev.first_period, "..", ev.end_period,
-                                 " of the epoch starting ", absl::FormatTime(ev.epoch_start), "\n");
+  std::string out = absl::StrCat(
+      "segment ", experiments::FormatSegment(t.segment_keys, ev.segment), ", incumbent ",
+      common::FormatHoldUs(ev.incumbent_hold_us), ", periods ", ev.first_period, "..",
+      ev.end_period, " of the epoch starting ",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", ev.epoch_start, absl::UTCTimeZone()), "\n");
   for (const CandidateEvidence& c : ev.candidates) {
     absl::StrAppend(&out, common::FormatHoldUs(c.hold_us), " [", c.status, "]: ", c.pairs,
                     " pairs, ", c.windows, " windows, mean ",

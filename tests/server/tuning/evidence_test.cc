@@ -94,5 +94,17 @@ TEST(EvidenceTest, EmptyWindowsGiveAnInconclusiveRow) {
   EXPECT_THAT(text, HasSubstr("always-valid (mSPRT) 95 % interval and p; * objective"));
 }
 
+TEST(EvidenceTest, TheEpochStartIsInUtcToTheSecondAsEverywhereElse) {
+  // Not the server's local time zone with nanoseconds ("...T00:00:00.25+01:00").
+  const HoldTuning t = testing::MustParseTuning(kTuning);
+  const ChallengerInfo info{128, "active", ""};
+  const absl::Time start = testing::kStart + absl::Milliseconds(250);
+  absl::StatusOr<Evidence> ev =
+      ComputeEvidence(t, {"super"}, 1024, {&info, 1}, start, 0, 4, {}, start);
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_THAT(RenderEvidenceText(t, *ev),
+              HasSubstr(", periods 0..4 of the epoch starting 2026-01-01T00:00:00Z\n"));
+}
+
 }  // namespace
 }  // namespace rxfleet::tuning
