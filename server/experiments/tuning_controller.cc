@@ -354,7 +354,12 @@ v1::HoldTuningStatus ExperimentController::TuningStatusLocked(const TuningEntry&
     v->set_committed_windows(tuning::CommittedWindows(t, s));
     v->set_budget_windows(s.budget_windows);
     v->set_adapters(static_cast<uint32_t>(segment.input.adapters.size()));
-    v->set_explorers(s.rounds.empty() ? 0 : s.rounds.back().explorers);
+    // Explorers run only while a segment explores or re-checks, and only with adapters.
+    const bool exploring =
+        s.phase == tuning::Phase::kExploring || s.phase == tuning::Phase::kRechecking;
+    v->set_explorers(s.rounds.empty() || !exploring || segment.input.adapters.empty()
+                         ? 0
+                         : s.rounds.back().explorers);
     if (std::optional<absl::Time> by = tuning::ExplorationEndsBy(t, s)) {
       *v->mutable_exploration_ends_by() = TimeToProto(*by);
     } else {

@@ -119,6 +119,13 @@ ExperimentController::StepResult ExperimentController::TuningStep(
       }
       TuningSegment& segment = it->second;
       segment.input = input;
+      if (input.adapters.size() < AdaptersNeeded(t) &&
+          segment.state.phase != tuning::Phase::kStopped) {
+        waiting.push_back(absl::StrCat(where, ": ", input.adapters.size(), " adapters (",
+                                       AdaptersNeeded(t),
+                                       " needed): no comparison can conclude until more are "
+                                       "back"));
+      }
       if (now < segment.next_update) continue;
       segment.next_update = now + update_every;
       if (!windows.ok()) continue;  // the store is away: decide later, on complete data
@@ -169,7 +176,14 @@ ExperimentController::StepResult ExperimentController::TuningStep(
     // Segments none of whose adapters the tuning takes now (unplugged, taken by an experiment,
     // kept by a policy): nothing to run or learn there until they come back.
     for (auto& [values, segment] : entry.segments) {
-      if (!inputs.contains(values) && !segment.input.adapters.empty()) {
+      if (inputs.contains(values)) continue;
+      if (segment.state.phase != tuning::Phase::kStopped) {
+        waiting.push_back(absl::StrCat(TuningSegmentText(t.segment_keys, values),
+                                       ": none of its adapters is free now (an experiment or "
+                                       "an older tuning takes them, a policy at priority 1000 "
+                                       "keeps them, or they are gone)"));
+      }
+      if (!segment.input.adapters.empty()) {
         segment.input.adapters.clear();
         changed = true;
       }

@@ -210,8 +210,8 @@ uint64_t CommittedWindows(const HoldTuning& tuning, const SegmentState& state);
 /// later round starts at the second period after the previous one's end; the last is judged
 /// windowLength + kEdgeTolerance after its end). A confirmation that clears minEffect ends it
 /// sooner; a guardrail drop frees budget for the later rounds and moves it later at once;
-/// adapters joining or leaving move it when the next round starts. nullopt in every other
-/// phase.
+/// adapters joining or leaving, or a challenger without windows in a round (Halve keeps it),
+/// move it when the next round starts. nullopt in every other phase.
 std::optional<absl::Time> ExplorationEndsBy(const HoldTuning& tuning, const SegmentState& state);
 
 /// Advances the state to `now` given every window of the segment since the epoch start

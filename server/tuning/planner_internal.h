@@ -95,8 +95,9 @@ void StartRecheck(const HoldTuning& t, SegmentState& s, const SegmentInput& inpu
 absl::Status ApplyGuardrails(const HoldTuning& t, SegmentState& s,
                              std::span<const experiments::Window> windows, absl::Time now);
 
-/// Ranks the current round's active challengers by that round's paired relative difference
-/// and marks all but the better ceil(n / 2) halved.
+/// Ranks the current round's active challengers that have a paired value in it by that
+/// round's paired relative difference and marks all but the better ceil(n / 2) of them halved;
+/// a challenger without one stays active ("no paired windows in round N: runs again").
 absl::Status Halve(const HoldTuning& t, SegmentState& s,
                    std::span<const experiments::Window> windows, absl::Time now);
 

@@ -227,6 +227,15 @@ absl::Status StartRound(const HoldTuning& t, SegmentState& s, const SegmentInput
   }
   r.end_period = first_period + static_cast<uint32_t>(2 * blocks);
   for (uint32_t hold : survivors) FindChallenger(s, hold)->last_round = r.number;
+  if (s.reason == kReasonExploring) {  // a reversal's message stays until the next decision
+    s.message = r.confirmation
+                    ? absl::StrCat("round ", r.number, " (confirmation): ",
+                                   common::FormatHoldUs(survivors.front()), " against ",
+                                   common::FormatHoldUs(s.incumbent_hold_us))
+                    : absl::StrCat("round ", r.number, " of ", r.number - 1 + rounds_left, ": ",
+                                   survivors.size(), " challengers against ",
+                                   common::FormatHoldUs(s.incumbent_hold_us));
+  }
   s.rounds.push_back(std::move(r));
   return absl::OkStatus();
 }
@@ -324,18 +333,28 @@ absl::Status Halve(const HoldTuning& t, SegmentState& s, std::span<const Window>
     }
     scored.push_back({score, i, c.hold_us});
   }
-  std::stable_sort(scored.begin(), scored.end(),
+  // A challenger without a paired value this round (its adapters were away: an experiment
+  // took them, a host or the server was down) is not ranked below the others on no
+  // evidence: it stays in play, and only those with a value are halved among themselves.
+  std::vector<Scored> ranked;
+  for (const Scored& c : scored) {
+    if (std::isfinite(c.score)) {
+      ranked.push_back(c);
+      s.challengers[c.order].message.clear();
+    } else {
+      s.challengers[c.order].message =
+          absl::StrCat("no paired windows in round ", r.number, ": runs again");
+    }
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
                    [](const Scored& a, const Scored& b) { return a.score > b.score; });
-  const size_t keep = (scored.size() + 1) / 2;
-  for (size_t rank = keep; rank < scored.size(); ++rank) {
-    CandidateState& c = s.challengers[scored[rank].order];
+  const size_t keep = (ranked.size() + 1) / 2;
+  for (size_t rank = keep; rank < ranked.size(); ++rank) {
+    CandidateState& c = s.challengers[ranked[rank].order];
     c.status = CandidateStatus::kHalved;
     c.changed = now;
-    c.message = absl::StrFormat("ranked %d of %d in round %d (paired relative difference %s)",
-                                rank + 1, scored.size(), r.number,
-                                std::isfinite(scored[rank].score)
-                                    ? absl::StrFormat("%+.2f %%", scored[rank].score * 100)
-                                    : std::string("unknown: no pairs"));
+    c.message = absl::StrFormat("ranked %d of %d in round %d, paired relative difference %+.2f %%",
+                                rank + 1, ranked.size(), r.number, ranked[rank].score * 100);
   }
   return absl::OkStatus();
 }

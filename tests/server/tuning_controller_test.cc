@@ -610,6 +610,15 @@ TEST_F(TuningControllerTest, ASegmentWhoseAdaptersLeaveCountsNone) {
   EXPECT_EQ(Segment(t, "x86")->adapters(), 8u);
   EXPECT_EQ(t.status().assigned_adapters(), 8u);
   EXPECT_TRUE(controller_->Assignments("pi1-1").empty());
+  // The operator is told why the segment stands still.
+  const v1::Condition* waiting = nullptr;
+  for (const v1::Condition& c : t.status().conditions()) {
+    if (c.type() == "SegmentsWaiting") waiting = &c;
+  }
+  ASSERT_NE(waiting, nullptr);
+  EXPECT_EQ(waiting->status(), v1::CONDITION_STATUS_TRUE);
+  EXPECT_THAT(waiting->message(), HasSubstr("board=pi1"));
+  EXPECT_THAT(waiting->message(), HasSubstr("none of its adapters is free now"));
 }
 
 TEST_F(TuningControllerTest, ApprovingAnUnknownSegmentNamesTheKnownOnes) {

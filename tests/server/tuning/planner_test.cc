@@ -199,6 +199,28 @@ TEST(PlannerTest, AnExplorationDecidesByItsDeadline) {
   }
 }
 
+// A round that gets no windows (an experiment took the adapters, the server was down) halves
+// nobody: ranking on no evidence would drop holds by their order in the list.
+TEST(PlannerTest, ARoundWithoutWindowsHalvesNobody) {
+  const HoldTuning t = MustParseTuning(kTuning);
+  absl::StatusOr<SegmentState> s = StartSegment(t, Segment(10, 1024), kStart);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->rounds.size(), 1u);
+  const absl::Time after_round =
+      kStart + t.period_length * s->rounds[0].end_period + t.window_length + absl::Minutes(1);
+  absl::StatusOr<SegmentState> next = Update(t, *s, Segment(10, 1024), {}, after_round);
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_EQ(next->phase, Phase::kExploring) << next->message;
+  ASSERT_EQ(next->rounds.size(), 2u);
+  EXPECT_EQ(next->rounds[1].challengers_us, s->rounds[0].challengers_us);
+  EXPECT_EQ(s->message, "round 1 of 4: 5 challengers against 1024µs");
+  EXPECT_EQ(next->message, "round 2 of 5: 5 challengers against 1024µs") << "one round more";
+  for (const CandidateState& c : next->challengers) {
+    EXPECT_EQ(c.status, CandidateStatus::kActive) << c.hold_us;
+    EXPECT_THAT(c.message, HasSubstr("no paired windows in round 1"));
+  }
+}
+
 TEST(PlannerTest, NoProposalBeforeEveryGuardrailHasItsOwnMinimumOfData) {
   // The drop guardrail wants 5000 windows of a hold, more than the whole budget: the winner
   // is never known to be safe, so the incumbent is kept.
