@@ -555,7 +555,6 @@ void AdapterManager::LogTransition(Record& r) {
 }
 
 void AdapterManager::Publish(Record& r, const AdapterEvents& events) {
-  LogTransition(r);
   bool status_changed = true;
   {
     absl::MutexLock lock(&mu_);
@@ -568,6 +567,9 @@ void AdapterManager::Publish(Record& r, const AdapterEvents& events) {
     }
   }
   r.published = true;
+  // After the snapshot is published: whoever reads the line and then asks the local status
+  // (or scrapes) sees at least what the line says.
+  LogTransition(r);
   if (!status_changed && events.Empty()) return;
   for (AdapterObserver* observer : observers_) {
     observer->OnAdapterChanged(r.snap, events, status_changed);
