@@ -718,7 +718,7 @@ TEST_P(StoreContractTest, WindowsBelowARowIdAreDeletedForOneExperimentOnly) {
   std::vector<std::pair<int64_t, std::string>> rows;
   absl::StatusOr<uint64_t> cursor = store->ForEachWindowSince(
       "hold-ab", 0,
-      [&](const WindowRow& row, const std::string& host, std::vector<std::string>,
+      [&](const WindowRow& row, const std::string& host, const std::vector<std::string>&,
           const v1::MetricWindow&) { rows.emplace_back(row.id, host); });
   ASSERT_TRUE(cursor.ok()) << cursor.status();
   ASSERT_EQ(rows.size(), 3u);
@@ -732,10 +732,10 @@ TEST_P(StoreContractTest, WindowsBelowARowIdAreDeletedForOneExperimentOnly) {
   ASSERT_TRUE(store->AddWindows({MakeWindow("hold-ab", "h4", {"high"}, true)}).ok());
   std::vector<std::string> later;
   ASSERT_TRUE(store
-                  ->ForEachWindowSince(
-                      "hold-ab", *cursor,
-                      [&](const WindowRow&, const std::string& host, std::vector<std::string>,
-                          const v1::MetricWindow&) { later.push_back(host); })
+                  ->ForEachWindowSince("hold-ab", *cursor,
+                                       [&](const WindowRow&, const std::string& host,
+                                           const std::vector<std::string>&,
+                                           const v1::MetricWindow&) { later.push_back(host); })
                   .ok());
   EXPECT_THAT(later, ::testing::Contains("h4"));
   EXPECT_THAT(later, ::testing::Not(::testing::Contains("h1")));
@@ -1041,7 +1041,7 @@ TEST_P(StoreContractTest, HostChangesBehindAHeldSnapshotCarryEveryAdapter) {
   std::unique_ptr<pq::Connection> held = pq::Connection::Open(location(), absl::Seconds(5));
   held->Exec("BEGIN");
   held->Exec("SELECT pg_current_xact_id()");  // an id of its own: the xmin of every snapshot
-  const auto save = [&](std::vector<std::string> adapters, bool adapters_changed) {
+  const auto save = [&](const std::vector<std::string>& adapters, bool adapters_changed) {
     HostRecord r;
     r.host.mutable_metadata()->set_name("pi5-b");
     for (const std::string& adapter : adapters) {

@@ -527,7 +527,7 @@ TEST_F(TuningControllerTest, WindowsNoSegmentReadsAreDeletedWhileItRuns) {
     std::vector<absl::Time> out;
     EXPECT_TRUE(store_
                     ->ForEachWindow(kName,
-                                    [&](const std::string&, std::vector<std::string>,
+                                    [&](const std::string&, const std::vector<std::string>&,
                                         const v1::MetricWindow& w) {
                                       out.push_back(common::TimeFromProto(w.window_start_time()));
                                     })
