@@ -229,9 +229,9 @@ absl::Status StartRound(const HoldTuning& t, SegmentState& s, const SegmentInput
   for (uint32_t hold : survivors) FindChallenger(s, hold)->last_round = r.number;
   if (s.reason == kReasonExploring) {  // a reversal's message stays until the next decision
     s.message = r.confirmation
-                    ? absl::StrCat("round ", r.number, " (confirmation): ",
-                                   common::FormatHoldUs(survivors.front()), " against ",
-                                   common::FormatHoldUs(s.incumbent_hold_us))
+                    ? absl::StrCat("round ", r.number,
+                                   " (confirmation): ", common::FormatHoldUs(survivors.front()),
+                                   " against ", common::FormatHoldUs(s.incumbent_hold_us))
                     : absl::StrCat("round ", r.number, " of ", r.number - 1 + rounds_left, ": ",
                                    survivors.size(), " challengers against ",
                                    common::FormatHoldUs(s.incumbent_hold_us));
