@@ -2,6 +2,8 @@
 
 // The server side of A/B experiments: the FleetService experiment RPCs, the arms in each
 // host's bundle, metric window ingestion, guardrails and the schedule that drives them.
+// Reason: one class, whose definitions are split by job over controller*.cc, scheduler.cc,
+// window_intake.cc, experiment_api.cc and tuning_*.cc; this header is its one declaration.
 //
 // Lifecycle: CreateExperiment validates (ExperimentFromProto), records a seed when the spec has
 // none, stores the experiment RUNNING with start_time = now and pushes a new bundle version.
