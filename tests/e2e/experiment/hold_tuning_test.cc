@@ -29,6 +29,7 @@
 #include "nlohmann/json.hpp"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
 #include "tests/e2e/experiment/emulated_fleet.h"
+#include "tests/support/fast_hold_tuning.h"
 #include "tests/support/paths.h"
 #include "tests/support/process.h"
 
@@ -44,29 +45,7 @@ using ::rxfleet::testing::WaitFor;
 using ::rxfleet::testing::WithDeadline;
 using ::testing::HasSubstr;
 
-// Two-second periods (one second of burn-in, one valid one-second window), half of each
-// segment exploring, 240 windows of budget per segment: three rounds of Sequential Halving
-// over the three challengers of each segment.
-constexpr char kTuning[] = R"(apiVersion: rxfleet/v1
-kind: HoldTuning
-metadata: {name: hold-e2e}
-spec:
-  selector: {chips: [rtl8922au]}
-  segments: [usb_speed, board]
-  candidates: [32us, 128us, 512us, 1024us]
-  objective: {metric: rx_throughput_bps, direction: maximize}
-  guardrails:
-    - {metric: rx_drop_ratio, op: "<=", threshold: 0.05}
-  budget: {adapterShare: 0.5, maxWindows: 240}
-  minEffect: 0.05
-  windowLength: 1s
-  periodLength: 2s
-  burnIn: 1s
-  recheckShare: 0
-  minAdaptersPerArm: 3
-  minWindowsPerArm: 6
-)";
-
+// The tuning is FastHoldTuningYaml (tests/support/fast_hold_tuning.h).
 constexpr int kAdaptersPerHost = 8;
 
 class HoldTuningTest : public ::rxfleet::testing::EmulatedFleetTest {
@@ -139,7 +118,7 @@ TEST_F(HoldTuningTest, ProposesTheSyntheticOptimumPerSegmentAndApproveWritesTheR
       << Logs();
 
   const std::string file = dir_.File("hold-e2e.yaml");
-  std::ofstream(file) << kTuning;
+  std::ofstream(file) << ::rxfleet::testing::FastHoldTuningYaml("hold-e2e");
   ProcessResult created = Ctl({"tune", "create", "-f", file});
   ASSERT_EQ(created.exit_code, 0) << created.stderr_text << created.stdout_text;
   EXPECT_THAT(created.stdout_text, HasSubstr("hold-e2e"));

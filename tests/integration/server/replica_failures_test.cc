@@ -30,6 +30,7 @@
 #include "common/tuning/hold_tuning.h"
 #include "rxfleet/v1/fleet_service.grpc.pb.h"
 #include "tests/integration/server/fleet_processes.h"
+#include "tests/support/fast_hold_tuning.h"
 #include "tests/support/postgres.h"
 
 namespace rxfleet {
@@ -231,29 +232,7 @@ TEST(ReplicaFailuresTest, KillingTheLeaseHolderMidExperimentHandsTheExperimentTo
   EXPECT_EQ(survivor.Stop(), 0);
 }
 
-// A hold tuning of two segments, one per host, with the same short periods as the tuning's
-// acceptance run (tests/e2e/experiment/hold_tuning_test.cc): one second of burn-in and one valid
-// one-second window per two-second period, half of each segment exploring.
-constexpr char kTuning[] = R"(apiVersion: rxfleet/v1
-kind: HoldTuning
-metadata: {name: lease-tuning}
-spec:
-  selector: {chips: [rtl8922au]}
-  segments: [usb_speed, board]
-  candidates: [32us, 128us, 512us, 1024us]
-  objective: {metric: rx_throughput_bps, direction: maximize}
-  guardrails:
-    - {metric: rx_drop_ratio, op: "<=", threshold: 0.05}
-  budget: {adapterShare: 0.5, maxWindows: 240}
-  minEffect: 0.05
-  windowLength: 1s
-  periodLength: 2s
-  burnIn: 1s
-  recheckShare: 0
-  minAdaptersPerArm: 3
-  minWindowsPerArm: 6
-)";
-
+// The tuning is FastHoldTuningYaml (tests/support/fast_hold_tuning.h).
 constexpr size_t kTuningAdaptersPerHost = 8;
 
 std::vector<v1::Adapter> Adapters(ServerProcess& server, const std::string& label_selector) {
@@ -391,7 +370,8 @@ TEST(ReplicaFailuresTest, KillingTheLeaseHolderMidTuningHandsTheTuningToTheOther
   AgentProcess& holder_agent = a_holds ? x86 : pi1;
 
   // Created through the holder: the survivor knows the tuning from the database only.
-  absl::StatusOr<tuning::HoldTuning> parsed = tuning::ParseHoldTuning(kTuning, "lease-tuning.yaml");
+  absl::StatusOr<tuning::HoldTuning> parsed = tuning::ParseHoldTuning(
+      rxfleet::testing::FastHoldTuningYaml("lease-tuning"), "lease-tuning.yaml");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   v1::CreateHoldTuningRequest create;
   *create.mutable_tuning() = tuning::HoldTuningToProto(*parsed);
